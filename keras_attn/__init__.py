@@ -1,0 +1,7 @@
+"""keras_attn: self-attention layers, initializers, models and analysis tools for Keras 3."""
+
+from keras_attn import layers
+
+__version__ = "0.1.0"
+
+__all__ = ["layers", "__version__"]

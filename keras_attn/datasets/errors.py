@@ -1,0 +1,14 @@
+"""Errors raised by the offline data loaders."""
+
+
+class DatasetNotFoundError(FileNotFoundError):
+    """Raised when a data source is not installed or cannot be found.
+
+    The loaders in `keras_attn.datasets` never download anything. When the
+    files they read are missing, they raise this error with a message that
+    says exactly how to install the missing source (a Debian package, a pip
+    package, or a folder the user supplies).
+
+    It subclasses `FileNotFoundError`, so code that already catches missing
+    files keeps working.
+    """

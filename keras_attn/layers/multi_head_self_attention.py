@@ -1,0 +1,335 @@
+"""Multi-head self-attention: the shared attention core of keras_attn.
+
+Every attention layer and model in the library is built on this layer. It
+keeps the kernel layout of `keras.layers.MultiHeadAttention` (query, key and
+value kernels `(dim, num_heads, head_dim)`, output kernel
+`(num_heads, head_dim, dim)`), so initializers and pruning tools work on both,
+and adds the hooks the papers need: a per-head mask input (Michel et al.,
+2019), sparse attention patterns (Li et al., 2019) and log-length logit
+scaling (Chiang & Cholak, 2022).
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_attn.layers.attention_pattern import AttentionPattern
+
+LOGIT_SCALES = ("none", "log_length")
+DENSE_PATTERNS = ("dense", "causal")
+# Finite stand-in for -inf: a fully masked row must give zeros, not NaN.
+MASKED_LOGIT = -1e9
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class MultiHeadSelfAttention(keras.layers.Layer):
+    """Multi-head self-attention with head masks, patterns and logit scaling.
+
+    Computes `softmax(s * Q K^T / sqrt(key_dim)) V` per head, where `s` is 1
+    or, with `logit_scale="log_length"`, the natural log of the number of
+    unmasked positions of each example. Which keys a query may see is set by
+    `attention_pattern`; Keras masks (padding) remove keys as well. A query
+    with no visible key outputs zeros (it never attends to masked or future
+    positions). The softmax always runs in float32, also under mixed
+    precision.
+
+    Args:
+        num_heads: int, number of attention heads.
+        key_dim: int, size of each head for query and key.
+        value_dim: int, size of each head for value. Defaults to `key_dim`.
+        output_dim: int, last dimension of the output. Defaults to the last
+            dimension of the input.
+        dropout: float in `[0, 1)`, dropout rate on the attention weights.
+        use_bias: bool, whether the projections use bias vectors.
+        attention_pattern: `"dense"` (every key), `"causal"` (keys up to the
+            query position) or an `AttentionPattern` instance, whose keys are
+            gathered so that no `(length, length)` tensor is built.
+        logit_scale: `"none"` or `"log_length"`.
+        kernel_initializer: initializer of the four projection kernels.
+        bias_initializer: initializer of the bias vectors.
+        kernel_regularizer: regularizer of the projection kernels.
+        bias_regularizer: regularizer of the bias vectors.
+        seed: int, seed of the attention dropout.
+        **kwargs: base layer arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: tensor of shape `(batch, length, dim)`.
+        mask: optional boolean `(batch, length)` padding mask; `False` keys are
+            ignored. Passed automatically by Keras masking.
+        head_mask: optional `(num_heads,)` or `(batch, num_heads)` tensor that
+            multiplies each head's output before the output projection.
+        attention_mask: optional boolean `(batch, length, length)` mask, only
+            for the dense patterns; `False` entries are not attended to.
+        training: bool, whether dropout is active.
+        return_attention_scores: bool. If `True`, also returns the attention
+            weights: `(batch, num_heads, length, length)` for dense patterns,
+            `(batch, num_heads, length, K)` over the pattern's key slots for
+            sparse ones.
+
+    Returns:
+        Tensor of shape `(batch, length, output_dim)`, and the attention
+        weights if `return_attention_scores=True`.
+
+    Example:
+
+    >>> x = keras.Input(shape=(None, 16))
+    >>> y = MultiHeadSelfAttention(num_heads=2, key_dim=8)(x)
+    >>> model = keras.Model(x, y)
+    >>> model(np.ones((3, 5, 16))).shape
+    (3, 5, 16)
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+        - [Chiang & Cholak, 2022](https://arxiv.org/abs/2202.12172)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim=None,
+        output_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        attention_pattern="dense",
+        logit_scale="none",
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _check_positive_int("num_heads", num_heads)
+        _check_positive_int("key_dim", key_dim)
+        if value_dim is not None:
+            _check_positive_int("value_dim", value_dim)
+        if output_dim is not None:
+            _check_positive_int("output_dim", output_dim)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
+        if isinstance(attention_pattern, dict):
+            attention_pattern = keras.saving.deserialize_keras_object(attention_pattern)
+        if not (
+            attention_pattern in DENSE_PATTERNS or isinstance(attention_pattern, AttentionPattern)
+        ):
+            raise ValueError(
+                "`attention_pattern` must be one of "
+                f"{DENSE_PATTERNS} or an `AttentionPattern`. "
+                f"Received: attention_pattern={attention_pattern!r}"
+            )
+        if logit_scale not in LOGIT_SCALES:
+            raise ValueError(
+                f"`logit_scale` must be one of {LOGIT_SCALES}. "
+                f"Received: logit_scale={logit_scale!r}"
+            )
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim or key_dim
+        self.output_dim = output_dim
+        self.dropout = dropout
+        self.use_bias = use_bias
+        self.attention_pattern = attention_pattern
+        self.logit_scale = logit_scale
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.seed = seed
+        self.supports_masking = True
+        self._dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
+
+    @property
+    def is_sparse(self):
+        return isinstance(self.attention_pattern, AttentionPattern)
+
+    @property
+    def query_dense(self):
+        return self._query_dense
+
+    @property
+    def key_dense(self):
+        return self._key_dense
+
+    @property
+    def value_dense(self):
+        return self._value_dense
+
+    @property
+    def output_dense(self):
+        return self._output_dense
+
+    def build(self, input_shape):
+        if len(input_shape) != 3:
+            raise ValueError(
+                "`inputs` must have rank 3, (batch, length, dim). "
+                f"Received: input_shape={input_shape}"
+            )
+        dim = input_shape[-1]
+        output_dim = self.output_dim or dim
+        self._query_dense = self._projection(
+            "query", "abc,cde->abde", (None, self.num_heads, self.key_dim)
+        )
+        self._key_dense = self._projection(
+            "key", "abc,cde->abde", (None, self.num_heads, self.key_dim)
+        )
+        self._value_dense = self._projection(
+            "value", "abc,cde->abde", (None, self.num_heads, self.value_dim)
+        )
+        self._output_dense = self._projection(
+            "attention_output", "abcd,cde->abe", (None, output_dim)
+        )
+        self._query_dense.build(input_shape)
+        self._key_dense.build(input_shape)
+        self._value_dense.build(input_shape)
+        self._output_dense.build((input_shape[0], input_shape[1], self.num_heads, self.value_dim))
+
+    def _projection(self, name, equation, output_shape):
+        bias_axes = equation.split("->")[1][2:] if self.use_bias else None
+        return keras.layers.EinsumDense(
+            equation,
+            output_shape=output_shape,
+            bias_axes=bias_axes,
+            kernel_initializer=self.kernel_initializer.__class__.from_config(
+                self.kernel_initializer.get_config()
+            ),
+            bias_initializer=self.bias_initializer.__class__.from_config(
+                self.bias_initializer.get_config()
+            ),
+            kernel_regularizer=self.kernel_regularizer,
+            bias_regularizer=self.bias_regularizer,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def project_queries_and_keys(self, inputs):
+        """Returns `(query, key)`, each `(batch, length, num_heads, key_dim)`.
+
+        Subclasses that compute queries and keys differently (for example
+        with a causal convolution) override this method.
+        """
+        return self._query_dense(inputs), self._key_dense(inputs)
+
+    def call(
+        self,
+        inputs,
+        mask=None,
+        head_mask=None,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        # A new tensor without the Keras mask attached: the mask is handled
+        # here, so the projections must not warn that they drop it.
+        inputs = ops.add(inputs, ops.zeros((), inputs.dtype))
+        query, key = self.project_queries_and_keys(inputs)
+        value = self._value_dense(inputs)  # (batch, length, heads, value_dim)
+        query = query * ops.cast(1.0 / math.sqrt(self.key_dim), query.dtype)
+        if self.is_sparse:
+            if attention_mask is not None:
+                raise ValueError(
+                    "`attention_mask` only applies to the dense patterns. "
+                    f"Received: attention_mask with attention_pattern={self.attention_pattern!r}"
+                )
+            context, scores = self._sparse_attention(query, key, value, mask, training)
+        else:
+            context, scores = self._dense_attention(
+                query, key, value, mask, attention_mask, training
+            )
+        if head_mask is not None:
+            context = context * self._broadcast_head_mask(head_mask, context.dtype)
+        output = self._output_dense(context)  # (batch, length, output_dim)
+        if return_attention_scores:
+            return output, scores
+        return output
+
+    def _dense_attention(self, query, key, value, mask, attention_mask, training):
+        length = ops.shape(query)[1]
+        # (batch, heads, length_q, length_k)
+        logits = ops.einsum("bqhd,bkhd->bhqk", query, key)
+        allowed = ops.ones((1, 1, length, length), dtype="bool")
+        if self.attention_pattern == "causal":
+            positions = ops.arange(length)
+            allowed = (positions[:, None] >= positions[None, :])[None, None]
+        if mask is not None:
+            allowed = ops.logical_and(allowed, ops.cast(mask, "bool")[:, None, None, :])
+        if attention_mask is not None:
+            allowed = ops.logical_and(allowed, ops.cast(attention_mask, "bool")[:, None])
+        weights = self._masked_softmax(logits, allowed, mask, training)
+        context = ops.einsum("bhqk,bkhd->bqhd", weights, value)  # (batch, length, heads, value_dim)
+        return context, weights
+
+    def _sparse_attention(self, query, key, value, mask, training):
+        length = ops.shape(query)[1]
+        indices, valid = self.attention_pattern.key_indices(length)  # (length, K) each
+        gathered_keys = ops.take(key, indices, axis=1)  # (batch, length, K, heads, key_dim)
+        gathered_values = ops.take(value, indices, axis=1)  # (batch, length, K, heads, value_dim)
+        logits = ops.einsum("bqhd,bqkhd->bhqk", query, gathered_keys)  # (batch, heads, length, K)
+        allowed = ops.cast(valid, "bool")[None, None]  # (1, 1, length, K)
+        if mask is not None:
+            key_mask = ops.take(ops.cast(mask, "bool"), indices, axis=1)  # (batch, length, K)
+            allowed = ops.logical_and(allowed, key_mask[:, None])
+        weights = self._masked_softmax(logits, allowed, mask, training)
+        context = ops.einsum(
+            "bhqk,bqkhd->bqhd", weights, gathered_values
+        )  # (batch, length, heads, value_dim)
+        return context, weights
+
+    def _masked_softmax(self, logits, allowed, mask, training):
+        logits = ops.cast(logits, "float32")
+        if self.logit_scale == "log_length":
+            logits = logits * self._log_length(logits, mask)
+        logits = ops.where(allowed, logits, MASKED_LOGIT)
+        weights = ops.softmax(logits, axis=-1)
+        # A row with no allowed key gets zero weights instead of a uniform leak.
+        weights = ops.where(ops.any(allowed, axis=-1, keepdims=True), weights, 0.0)
+        weights = ops.cast(weights, self.compute_dtype)
+        return self._dropout_layer(weights, training=training)
+
+    def _log_length(self, logits, mask):
+        """`log n` per example, `(batch, 1, 1, 1)`, n = unmasked positions."""
+        if mask is None:
+            length = ops.cast(ops.shape(logits)[2], "float32")
+            return ops.reshape(ops.log(length), (1, 1, 1, 1))
+        lengths = ops.sum(ops.cast(mask, "float32"), axis=-1)  # (batch,)
+        return ops.reshape(ops.log(ops.maximum(lengths, 1.0)), (-1, 1, 1, 1))
+
+    def _broadcast_head_mask(self, head_mask, dtype):
+        head_mask = ops.cast(head_mask, dtype)
+        if len(head_mask.shape) == 1:
+            return ops.reshape(head_mask, (1, 1, self.num_heads, 1))
+        return ops.reshape(head_mask, (-1, 1, self.num_heads, 1))  # (batch, 1, heads, 1)
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def get_config(self):
+        config = super().get_config()
+        pattern = self.attention_pattern
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "output_dim": self.output_dim,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "attention_pattern": (
+                    keras.saving.serialize_keras_object(pattern) if self.is_sparse else pattern
+                ),
+                "logit_scale": self.logit_scale,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
+                "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
+                "seed": self.seed,
+            }
+        )
+        return config
+
+
+def _check_positive_int(name, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")

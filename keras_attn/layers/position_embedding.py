@@ -1,0 +1,71 @@
+"""Learned absolute position embeddings added to a sequence."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class PositionEmbedding(keras.layers.Layer):
+    """Adds a learned embedding of each position to a sequence.
+
+    Sequences shorter than `max_length` use the first positions of the table,
+    so one model serves several lengths.
+
+    Args:
+        max_length: int, the longest sequence the table covers.
+        initializer: initializer of the `(max_length, dim)` table.
+        **kwargs: base layer arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: tensor of shape `(batch, length, dim)`, `length <= max_length`.
+
+    Returns:
+        Tensor of the input's shape: `inputs + table[:length]`.
+
+    Example:
+
+    >>> layer = PositionEmbedding(max_length=10)
+    >>> layer(np.zeros((2, 4, 8))).shape
+    (2, 4, 8)
+    """
+
+    def __init__(self, max_length, initializer="random_normal", **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 1:
+            raise ValueError(
+                f"`max_length` must be a positive integer. Received: max_length={max_length!r}"
+            )
+        self.max_length = max_length
+        self.initializer = keras.initializers.get(initializer)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        if input_shape[1] is not None and input_shape[1] > self.max_length:
+            raise ValueError(
+                f"Sequence length {input_shape[1]} exceeds `max_length={self.max_length}`. "
+                f"Received: input_shape={input_shape}"
+            )
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.max_length, input_shape[-1]),
+            initializer=self.initializer,
+        )
+
+    def call(self, inputs):
+        length = ops.shape(inputs)[1]
+        table = ops.convert_to_tensor(self.embeddings)
+        positions = ops.slice(table, (0, 0), (length, table.shape[-1]))  # (length, dim)
+        return inputs + ops.cast(positions, inputs.dtype)[None]  # (batch, length, dim)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "max_length": self.max_length,
+                "initializer": keras.initializers.serialize(self.initializer),
+            }
+        )
+        return config

@@ -1,0 +1,5 @@
+"""Test utilities shared by every keras_attn layer test."""
+
+from keras_attn.testing.layer_checks import LayerChecks
+
+__all__ = ["LayerChecks"]

@@ -1,0 +1,51 @@
+"""Numpy references that layer tests compare against."""
+
+import numpy as np
+
+
+def softmax(logits, axis=-1):
+    shifted = logits - logits.max(axis=axis, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=axis, keepdims=True)
+
+
+def self_attention_reference(x, layer, allowed=None, head_mask=None, logit_scale=None):
+    """Multi-head self-attention in numpy with the weights of `layer`.
+
+    Args:
+        x: `(batch, length, dim)` array.
+        layer: a built `MultiHeadSelfAttention` or `keras.layers.MultiHeadAttention`.
+        allowed: boolean mask broadcastable to `(batch, heads, length, length)`;
+            rows without an allowed key give zeros.
+        head_mask: `(heads,)` or `(batch, heads)` multipliers of head outputs.
+        logit_scale: array broadcastable to the logits that multiplies them.
+
+    Returns:
+        `(output, weights)`: `(batch, length, out_dim)` and
+        `(batch, heads, length, length)`.
+    """
+    wq, wk, wv, wo = (
+        np.asarray(d.kernel)
+        for d in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense)
+    )
+    biases = [
+        np.asarray(d.bias) if d.bias is not None else 0.0
+        for d in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense)
+    ]
+    q = np.einsum("blc,chd->blhd", x, wq) + biases[0]  # (batch, length, heads, key_dim)
+    k = np.einsum("blc,chd->blhd", x, wk) + biases[1]  # (batch, length, heads, key_dim)
+    v = np.einsum("blc,chd->blhd", x, wv) + biases[2]  # (batch, length, heads, value_dim)
+    logits = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(wq.shape[-1])  # (batch, heads, q, k)
+    if logit_scale is not None:
+        logits = logits * logit_scale
+    if allowed is None:
+        allowed = np.ones(logits.shape, bool)
+    allowed = np.broadcast_to(allowed, logits.shape)
+    weights = softmax(np.where(allowed, logits, -1e30))
+    weights = np.where(allowed.any(-1, keepdims=True), weights * allowed, 0.0)
+    context = np.einsum("bhqk,bkhd->bqhd", weights, v)  # (batch, length, heads, value_dim)
+    if head_mask is not None:
+        head_mask = np.asarray(head_mask, dtype=context.dtype)
+        context = context * head_mask.reshape(-1, 1, wq.shape[1], 1)
+    output = np.einsum("bqhd,hdc->bqc", context, wo) + biases[3]  # (batch, length, out_dim)
+    return output, weights

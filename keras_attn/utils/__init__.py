@@ -1,0 +1,5 @@
+"""Small utilities shared by the command line, reproductions and notebooks."""
+
+from keras_attn.utils.results import is_small_run, write_results
+
+__all__ = ["is_small_run", "write_results"]

@@ -1,0 +1,201 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.layers import CausalWindowPattern, MultiHeadSelfAttention
+from keras_attn.testing import LayerChecks
+from keras_attn.testing.reference import self_attention_reference
+
+pytestmark = pytest.mark.backend_agnostic
+
+BAD_ARGUMENTS = [
+    {"num_heads": 0},
+    {"key_dim": 2.5},
+    {"value_dim": -1},
+    {"output_dim": 0},
+    {"dropout": 1.0},
+    {"attention_pattern": "sparse"},
+    {"logit_scale": "log"},
+]
+
+DENSE_CHECKS = LayerChecks(
+    MultiHeadSelfAttention,
+    {"num_heads": 2, "key_dim": 4, "dropout": 0.1, "attention_pattern": "causal"},
+    input_shape=(2, 6, 8),
+    extra_inputs={"head_mask": (2,)},
+    bad_init_kwargs=BAD_ARGUMENTS,
+)
+SPARSE_CHECKS = LayerChecks(
+    MultiHeadSelfAttention,
+    {
+        "num_heads": 2,
+        "key_dim": 4,
+        "output_dim": 5,
+        "attention_pattern": CausalWindowPattern(window=3),
+        "logit_scale": "log_length",
+    },
+    input_shape=(2, 6, 8),
+    expected_output_shape=(2, 6, 5),
+)
+
+
+@pytest.mark.parametrize("check", LayerChecks.CHECKS)
+def test_dense_layer_contract(check, tmp_path):
+    DENSE_CHECKS.run(check, tmp_path)
+
+
+@pytest.mark.parametrize("check", LayerChecks.CHECKS)
+def test_sparse_layer_contract(check, tmp_path):
+    SPARSE_CHECKS.run(check, tmp_path)
+
+
+def _inputs(shape=(2, 7, 8), seed=0):
+    return np.random.default_rng(seed).normal(size=shape).astype("float32")
+
+
+def _built(**kwargs):
+    layer = MultiHeadSelfAttention(**{"num_heads": 2, "key_dim": 4, **kwargs})
+    layer(_inputs())
+    return layer
+
+
+def test_same_weights_and_outputs_as_keras_multi_head_attention():
+    x = _inputs()
+    ours = _built()
+    theirs = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    theirs(x, x)
+    assert [w.shape for w in theirs.weights] == [w.shape for w in ours.weights]
+    theirs.set_weights(ours.get_weights())
+    np.testing.assert_allclose(ours(x), theirs(x, x), atol=1e-5)
+
+
+def test_dense_matches_numpy_reference():
+    x = _inputs()
+    layer = _built()
+    output, weights = layer(x, return_attention_scores=True)
+    ref_output, ref_weights = self_attention_reference(x, layer)
+    np.testing.assert_allclose(output, ref_output, atol=1e-5)
+    np.testing.assert_allclose(weights, ref_weights, atol=1e-6)
+
+
+def test_causal_never_attends_to_the_future():
+    x = _inputs()
+    layer = _built(attention_pattern="causal")
+    output, weights = layer(x, return_attention_scores=True)
+    weights = keras.ops.convert_to_numpy(weights)
+    assert np.all(np.triu(weights[0, 0], k=1) == 0)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-6)
+    allowed = np.tril(np.ones((7, 7), bool))
+    np.testing.assert_allclose(output, self_attention_reference(x, layer, allowed)[0], atol=1e-5)
+    # Changing a later position leaves every earlier output unchanged.
+    changed = x.copy()
+    changed[:, 4:] += 1.0
+    np.testing.assert_allclose(layer(changed)[:, :4], output[:, :4], atol=1e-6)
+
+
+def test_sparse_pattern_equals_dense_attention_under_its_mask():
+    x = _inputs(shape=(2, 9, 8))
+    pattern = CausalWindowPattern(window=3)
+    layer = _built(attention_pattern=pattern)
+    output, weights = layer(x, return_attention_scores=True)
+    assert weights.shape == (2, 2, 9, 3)
+    allowed = keras.ops.convert_to_numpy(pattern.dense_mask(9))
+    np.testing.assert_allclose(output, self_attention_reference(x, layer, allowed)[0], atol=1e-5)
+
+
+def test_padding_mask_removes_keys_and_empty_rows_give_zeros():
+    x = _inputs()
+    mask = np.array([[1, 1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1]], bool)
+    layer = _built()
+    output = layer(x, mask=mask)
+    np.testing.assert_allclose(
+        output, self_attention_reference(x, layer, mask[:, None, None, :])[0], atol=1e-5
+    )
+    # Padded keys don't matter: changing them changes nothing.
+    changed = x.copy()
+    changed[0, 4:] = 100.0
+    np.testing.assert_allclose(layer(changed, mask=mask)[0, :4], output[0, :4], atol=1e-5)
+    # A query that sees no key outputs the output bias alone (zero context).
+    no_keys = np.zeros((1, 7, 7), bool)
+    output = layer(x[:1], attention_mask=no_keys)
+    np.testing.assert_allclose(output, np.broadcast_to(layer.output_dense.bias, output.shape))
+
+
+def test_keras_masking_flows_through_functional_model():
+    tokens = keras.Input(shape=(None,), dtype="int32")
+    embedded = keras.layers.Embedding(10, 8, mask_zero=True)(tokens)
+    attended = MultiHeadSelfAttention(num_heads=2, key_dim=4)(embedded)
+    pooled = keras.layers.GlobalAveragePooling1D()(attended)
+    model = keras.Model(tokens, pooled)
+    ids = np.array([[3, 4, 5, 0, 0]])
+    # Padding with more zeros changes nothing: the mask hides them everywhere.
+    np.testing.assert_allclose(model(ids), model(np.pad(ids, ((0, 0), (0, 3)))), atol=1e-5)
+
+
+def test_head_mask_multiplies_each_head_output():
+    x = _inputs()
+    layer = _built()
+    for head_mask in ([1.0, 0.0], [[0.5, 1.0], [0.0, 2.0]]):
+        np.testing.assert_allclose(
+            layer(x, head_mask=np.array(head_mask, "float32")),
+            self_attention_reference(x, layer, head_mask=head_mask)[0],
+            atol=1e-5,
+        )
+
+
+def test_log_length_scales_logits_by_log_of_unmasked_length():
+    x = _inputs()
+    mask = np.array([[1, 1, 1, 1, 1, 0, 0], [1] * 7], bool)
+    layer = _built(logit_scale="log_length")
+    _, weights = layer(x, mask=mask, return_attention_scores=True)
+    scale = np.log(np.array([5.0, 7.0])).reshape(2, 1, 1, 1)
+    _, ref_weights = self_attention_reference(x, layer, mask[:, None, None, :], logit_scale=scale)
+    np.testing.assert_allclose(weights, ref_weights, atol=1e-6)
+    # Padding does not change the scale: the 5 real positions give the same
+    # output alone as with 2 padded positions.
+    alone = layer(x[:1, :5])
+    np.testing.assert_allclose(layer(x[:1], mask=mask[:1])[:, :5], alone, atol=1e-5)
+
+
+def test_softmax_runs_in_float32_under_mixed_precision():
+    mixed = MultiHeadSelfAttention(num_heads=2, key_dim=4, dtype="mixed_float16")
+    full = _built()
+    x = _inputs() * 8.0  # sharp attention: logits in the tens
+    mixed(x)
+    mixed.set_weights(full.get_weights())
+    _, weights = mixed(x, return_attention_scores=True)
+    _, full_weights = full(x, return_attention_scores=True)
+    weights = keras.ops.convert_to_numpy(weights)
+    assert weights.dtype == np.float16
+    np.testing.assert_allclose(weights.astype("float32"), full_weights, atol=1e-2)
+
+
+def test_dropout_only_in_training():
+    layer = _built(dropout=0.5, seed=1)
+    x = _inputs()
+    np.testing.assert_allclose(layer(x), layer(x, training=False))
+    assert not np.allclose(layer(x, training=True), layer(x))
+
+
+def test_rank_two_input_is_rejected():
+    with pytest.raises(ValueError, match="Received: input_shape"):
+        MultiHeadSelfAttention(num_heads=2, key_dim=4)(np.ones((2, 8), "float32"))
+
+
+def test_attention_mask_with_sparse_pattern_is_rejected():
+    layer = _built(attention_pattern=CausalWindowPattern(2))
+    with pytest.raises(ValueError, match="Received: attention_mask"):
+        layer(_inputs(), attention_mask=np.ones((2, 7, 7), bool))
+
+
+def test_causal_window_pattern():
+    indices, valid = CausalWindowPattern(window=3).key_indices(4)
+    assert keras.ops.convert_to_numpy(indices).tolist() == [
+        [0, 0, 0],
+        [0, 0, 1],
+        [0, 1, 2],
+        [1, 2, 3],
+    ]
+    assert keras.ops.convert_to_numpy(valid).sum(-1).tolist() == [1, 2, 3, 3]
+    with pytest.raises(ValueError, match="Received: window=0"):
+        CausalWindowPattern(window=0)

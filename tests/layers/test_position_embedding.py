@@ -1,0 +1,33 @@
+import numpy as np
+import pytest
+
+from keras_attn.layers import PositionEmbedding
+from keras_attn.testing import LayerChecks
+
+pytestmark = pytest.mark.backend_agnostic
+
+CHECKS = LayerChecks(
+    PositionEmbedding,
+    {"max_length": 12},
+    input_shape=(2, 5, 4),
+    bad_init_kwargs=[{"max_length": 0}, {"max_length": 3.5}],
+)
+
+
+@pytest.mark.parametrize("check", LayerChecks.CHECKS)
+def test_layer_contract(check, tmp_path):
+    CHECKS.run(check, tmp_path)
+
+
+def test_adds_the_first_rows_of_the_table():
+    layer = PositionEmbedding(max_length=6)
+    x = np.random.default_rng(0).normal(size=(2, 4, 3)).astype("float32")
+    output = layer(x)
+    table = np.asarray(layer.embeddings)
+    np.testing.assert_allclose(output, x + table[None, :4], atol=1e-6)
+    np.testing.assert_allclose(layer(x[:, :2]), x[:, :2] + table[None, :2], atol=1e-6)
+
+
+def test_too_long_input_is_rejected():
+    with pytest.raises(ValueError, match="Received: input_shape"):
+        PositionEmbedding(max_length=3)(np.zeros((1, 4, 2), "float32"))
