@@ -45,9 +45,10 @@ def run(args):
         raise SystemExit("The tour exports a SavedModel: run it with KERAS_BACKEND=tensorflow.")
     keras.utils.set_random_seed(args.seed)
     train_size, epochs = (2000, 1) if is_small_run() else (args.train_size, args.epochs)
+    test_size = 2000 if is_small_run() else 10000
     (x_train, y_train), (x_test, y_test) = load_fashion_mnist()
     x_train, y_train = x_train[:train_size].astype("float32"), y_train[:train_size]
-    x_test = x_test.astype("float32")
+    x_test, y_test = x_test[:test_size].astype("float32"), y_test[:test_size]
 
     model = build_row_classifier()
     model.compile(
@@ -61,7 +62,7 @@ def run(args):
     history = model.fit(x_train, y_train, epochs=epochs, batch_size=128, validation_split=0.1)
     train_seconds = time.perf_counter() - start
     _, accuracy = model.evaluate(x_test, y_test, batch_size=500, verbose=0)
-    print(f"Test accuracy on 10,000 images: {accuracy:.4f} (XLA on: {model.jit_compile})")
+    print(f"Test accuracy on {test_size} images: {accuracy:.4f} (XLA on: {model.jit_compile})")
 
     export_dir = f"{args.out}/saved_model"
     model.export(export_dir, format="tf_saved_model", verbose=False)
@@ -73,6 +74,7 @@ def run(args):
     results = {
         "train_size": train_size,
         "epochs": epochs,
+        "test_size": test_size,
         "test_accuracy": float(accuracy),
         "jit_compile": bool(model.jit_compile),
         "train_seconds": train_seconds,
