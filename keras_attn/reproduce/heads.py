@@ -6,7 +6,8 @@ comes from (`load_kjv_sections`), with a linear classifier trained on the
 frozen MiniLM sentence embeddings. Heads are scored by `head_importance` on
 the training verses, then 0-90% of the 72 heads are pruned in 10% steps in
 three orders (least important first, most important first, random), keeping
-one head per layer; quality is the test accuracy of the unchanged classifier.
+one head per layer; quality is the test accuracy (and cross-entropy) of the
+unchanged classifier.
 Also: accuracy with each single head removed, and the measured throughput of
 the really pruned models at batch 1 and 64.
 """
@@ -83,10 +84,17 @@ def run(args):
         "num_train": len(task.train_labels),
         "num_test": len(task.test_labels),
         "fractions": list(setting.fractions),
-        "accuracy": curves,
+        "accuracy": {name: [q[0] for q in curve] for name, curve in curves.items()},
+        "loss": {name: [q[1] for q in curve] for name, curve in curves.items()},
         "importance": {name: score.tolist() for name, score in importance.items()},
-        "single_head_ablation_accuracy": ablations,
-        "unpruned_accuracy": curves["importance"][0],
+        "single_head_ablation_accuracy": {
+            name: [q[0] for q in values] for name, values in ablations.items()
+        },
+        "single_head_ablation_loss": {
+            name: [q[1] for q in values] for name, values in ablations.items()
+        },
+        "unpruned_accuracy": curves["importance"][0][0],
+        "unpruned_loss": curves["importance"][0][1],
         "throughput": throughput,
         "seconds": time.perf_counter() - start,
     }
@@ -142,24 +150,25 @@ class PruningTask:
         probe.fit(features, labels, epochs=300, batch_size=len(labels), verbose=0)
         self.classifier.get_layer("probe").set_weights(probe.get_weights())
 
-    def accuracy(self, removed=None, predict=None):
-        """Test accuracy with the heads in `removed` masked."""
+    def quality(self, removed=None):
+        """`(accuracy, mean cross-entropy)` on the test verses, `removed` heads masked."""
         mask = self._head_mask(removed or {})
-        predict = predict or self._predict
-        correct = 0
+        correct, loss = 0, 0.0
         for x, y in self.test_batches:
             x = {**x, "head_mask": np.broadcast_to(mask, (len(y), *mask.shape))}
-            correct += int((np.argmax(predict(x), -1) == y).sum())
-        return correct / len(self.test_labels)
+            probabilities = keras.ops.convert_to_numpy(self._predict(x))
+            correct += int((np.argmax(probabilities, -1) == y).sum())
+            loss -= float(np.log(np.maximum(probabilities[np.arange(len(y)), y], 1e-12)).sum())
+        return correct / len(self.test_labels), loss / len(self.test_labels)
 
     def curve(self, choose):
         """Accuracy at each pruning fraction for heads chosen by `choose(count)`."""
         total = self.num_layers * self.num_heads
-        return [self.accuracy(choose(round(f * total))) for f in self.fractions]
+        return [self.quality(choose(round(f * total))) for f in self.fractions]
 
     def reestimated_curve(self, importance):
         """Prunes 10% more at each step, re-scoring the remaining heads first."""
-        total, removed, accuracies = self.num_layers * self.num_heads, {}, []
+        total, removed, qualities = self.num_layers * self.num_heads, {}, []
         for fraction in self.fractions:
             scores = importance
             if removed:
@@ -168,15 +177,14 @@ class PruningTask:
                     head_importance(pruned, self.train_batches, self.loss), removed, self.num_heads
                 )
             removed = select_heads(scores, round(fraction * total))
-            accuracies.append(self.accuracy(removed))
-        return accuracies
+            qualities.append(self.quality(removed))
+        return qualities
 
     def single_head_ablations(self, layers):
-        """Test accuracy with one head removed, `{layer name: [per head]}`."""
+        """`(accuracy, loss)` with one head removed, `{layer name: [per head]}`."""
         return {
             f"layer_{layer}_attention": [
-                self.accuracy({f"layer_{layer}_attention": [head]})
-                for head in range(self.num_heads)
+                self.quality({f"layer_{layer}_attention": [head]}) for head in range(self.num_heads)
             ]
             for layer in layers
         }
@@ -319,9 +327,13 @@ def _figure(results):
 
 def _print_summary(results):
     names = list(results["accuracy"])
+    print("test accuracy (loss) by % of heads pruned")
     print("pruned  " + "  ".join(f"{name:>22}" for name in names))
     for index, fraction in enumerate(results["fractions"]):
-        cells = "  ".join(f"{results['accuracy'][name][index]:>22.3f}" for name in names)
+        cells = "  ".join(
+            f"{results['accuracy'][name][index]:>14.3f} ({results['loss'][name][index]:.3f})"
+            for name in names
+        )
         print(f"{100 * fraction:>5.0f}%  {cells}")
     print("pruned  params     batch 1 (/s)  ratio  batch 64 (/s)  ratio")
     for row in results["throughput"]:
