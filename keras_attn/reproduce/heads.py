@@ -298,16 +298,16 @@ def _figure(results):
     curves.axhline(1 / len(results["sections"]), color="grey", ls=":", label="chance")
     curves.set(xlabel="% of heads pruned", ylabel="test accuracy", title="Pruning MiniLM heads")
     curves.legend(fontsize=8)
-    unpruned = results["unpruned_accuracy"]
-    rows = list(results["single_head_ablation_accuracy"].items())
-    grid = np.array([values for _, values in rows]) - unpruned
-    image = ablations.imshow(grid, cmap="RdBu", vmin=-0.1, vmax=0.1, aspect="auto")
+    rows = list(results["single_head_ablation_loss"].items())
+    grid = np.array([values for _, values in rows]) - results["unpruned_loss"]
+    limit = max(float(np.abs(grid).max()), 1e-3)
+    image = ablations.imshow(grid, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
     ablations.set(
         xlabel="head",
         yticks=range(len(rows)),
         yticklabels=[name.split("_")[1] for name, _ in rows],
         ylabel="layer",
-        title="Accuracy change, one head removed",
+        title="Test loss change, one head removed",
     )
     figure.colorbar(image, ax=ablations)
     throughput = results["throughput"]
