@@ -142,7 +142,9 @@ class PruningTask:
         )
         features = np.concatenate([encoder.predict_on_batch(x) for x, _ in self.train_batches])
         labels = np.concatenate([y for _, y in self.train_batches])
-        probe = keras.Sequential([keras.Input((features.shape[-1],)), keras.layers.Dense(7)])
+        probe = keras.Sequential(
+            [keras.Input((features.shape[-1],)), keras.layers.Dense(len(KJV_SECTIONS))]
+        )
         probe.compile(
             keras.optimizers.Adam(0.01),
             keras.losses.SparseCategoricalCrossentropy(from_logits=True),
