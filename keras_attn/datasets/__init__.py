@@ -1,11 +1,11 @@
-"""Offline image data loaders.
+"""Offline data loaders: images, and Bible verses for text classification.
 
 Every loader reads files that are already on the machine (installed by a
 Debian or pip package, or supplied by the user) and never downloads
 anything. When a source is missing, the loader raises
 `DatasetNotFoundError` with the command that installs it.
 
-All loaders return `((x_train, y_train), (x_test, y_test))` with uint8
+The image loaders return `((x_train, y_train), (x_test, y_test))` with uint8
 images in `[0, 255]` and uint8 labels, like `keras.datasets`.
 """
 
@@ -13,12 +13,15 @@ from keras_attn.datasets.cifar10 import load_cifar10
 from keras_attn.datasets.digits import load_digits
 from keras_attn.datasets.errors import DatasetNotFoundError
 from keras_attn.datasets.fashion_mnist import load_fashion_mnist
+from keras_attn.datasets.kjv_sections import KJV_SECTIONS, load_kjv_sections
 from keras_attn.datasets.mnist_5k import load_mnist_5k
 
 __all__ = [
+    "KJV_SECTIONS",
     "DatasetNotFoundError",
     "load_cifar10",
     "load_digits",
     "load_fashion_mnist",
+    "load_kjv_sections",
     "load_mnist_5k",
 ]

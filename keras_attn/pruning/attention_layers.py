@@ -1,0 +1,34 @@
+"""Finding the attention layers of a model (Michel et al., 2019)."""
+
+import keras
+
+from keras_attn.layers import MultiHeadSelfAttention
+
+ATTENTION_TYPES = (MultiHeadSelfAttention, keras.layers.MultiHeadAttention)
+
+
+def attention_layers(model):
+    """The attention layers of a model, nested ones included, in model order.
+
+    Args:
+        model: a built Keras model or layer.
+
+    Returns:
+        dict `name -> layer` of every `MultiHeadSelfAttention` and
+        `keras.layers.MultiHeadAttention` inside `model`. Top-level layers are
+        keyed by their name; nested ones by their path inside the model (for
+        example `"block_0/attention"`), so that keys are unique.
+
+    Example:
+
+    >>> x = keras.Input((5, 8))
+    >>> model = keras.Model(x, MultiHeadSelfAttention(2, 4, name="attention")(x))
+    >>> list(attention_layers(model))
+    ['attention']
+    """
+    top_level = {id(layer) for layer in getattr(model, "layers", [])}
+    found = {}
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, ATTENTION_TYPES):
+            found[layer.name if id(layer) in top_level else layer.path] = layer
+    return found

@@ -1,0 +1,116 @@
+"""Real head pruning of Michel et al. (2019), "Are sixteen heads really better
+than one?" (https://arxiv.org/abs/1905.10650).
+"""
+
+import keras
+from keras import ops
+
+from keras_attn.pruning.attention_layers import ATTENTION_TYPES
+
+
+def prune_heads(model, heads):
+    """Returns a copy of a functional model with attention heads removed.
+
+    Each attention layer named in `heads` is rebuilt with fewer heads: the
+    query, key and value kernels `(dim, heads, head_dim)` and their biases
+    keep the columns of the kept heads, the output kernel
+    `(heads, head_dim, dim)` keeps their rows. The pruned model computes
+    exactly what the original computes with those heads masked to zero, with
+    less work. Every other layer is copied with its weights; the original
+    model is left untouched. Works with `keras_attn.layers.MultiHeadSelfAttention`
+    and `keras.layers.MultiHeadAttention` (which stays a
+    `keras.layers.MultiHeadAttention`), when they are top-level layers of a
+    functional model. A `head_mask` passed to a pruned layer keeps the
+    entries of the kept heads.
+
+    Args:
+        model: a functional `keras.Model`.
+        heads: dict `layer name -> iterable of head indices to remove`. Each
+            layer keeps at least one head; use `select_heads` to choose.
+
+    Returns:
+        A new functional `keras.Model` with the same inputs and outputs.
+
+    Example:
+
+    ```python
+    pruned = prune_heads(model, {"layer_0_attention": [0, 3], "layer_5_attention": [1]})
+    pruned.get_layer("layer_0_attention").num_heads  # 10
+    ```
+
+    References:
+        - [Michel et al., 2019](https://arxiv.org/abs/1905.10650)
+    """
+    if not isinstance(model, keras.Model) or not hasattr(model, "_nodes_by_depth"):
+        raise ValueError(
+            f"`model` must be a functional keras.Model. Received: model={type(model).__name__}"
+        )
+    kept = _kept_heads(model, heads)
+
+    def clone_layer(operation):
+        if not isinstance(operation, keras.layers.Layer) or isinstance(
+            operation, keras.layers.InputLayer
+        ):
+            return operation  # Stateless operations are shared.
+        config = operation.get_config()
+        if operation.name in kept:
+            config["num_heads"] = len(kept[operation.name])
+        return operation.__class__.from_config(config)
+
+    def call_layer(layer, *args, **kwargs):
+        if layer.name in kept and kwargs.get("head_mask") is not None:
+            # (batch, heads) -> (batch, kept heads)
+            kwargs["head_mask"] = ops.take(kwargs["head_mask"], kept[layer.name], axis=-1)
+        return layer(*args, **kwargs)
+
+    pruned = keras.models.clone_model(model, clone_function=clone_layer, call_function=call_layer)
+    for layer in pruned.layers:
+        if not layer.weights:
+            continue
+        original = model.get_layer(layer.name)
+        if layer.name in kept:
+            _copy_kept_heads(original, layer, kept[layer.name])
+        else:
+            layer.set_weights(original.get_weights())
+    return pruned
+
+
+def _kept_heads(model, heads):
+    layers = {layer.name: layer for layer in model.layers if isinstance(layer, ATTENTION_TYPES)}
+    kept = {}
+    for name, removed in heads.items():
+        if name not in layers:
+            raise ValueError(
+                "`heads` must name top-level attention layers of `model`, one of "
+                f"{sorted(layers)}. Received: heads with {name!r}"
+            )
+        removed = {int(head) for head in removed}
+        num_heads = layers[name].num_heads
+        if not removed <= set(range(num_heads)):
+            raise ValueError(
+                f"Head indices of {name!r} must be in [0, {num_heads}). "
+                f"Received: heads[{name!r}]={sorted(removed)}"
+            )
+        if len(removed) == num_heads:
+            raise ValueError(
+                f"Each layer must keep at least one head. "
+                f"Received: heads[{name!r}] removes all {num_heads} heads"
+            )
+        if removed:
+            kept[name] = [head for head in range(num_heads) if head not in removed]
+    return kept
+
+
+def _copy_kept_heads(original, pruned, kept):
+    for source, target in zip(_projections(original), _projections(pruned), strict=True):
+        is_output = source is original.output_dense
+        kernel = ops.convert_to_numpy(source.kernel)
+        # (dim, heads, head_dim) keeps columns; (heads, head_dim, dim) keeps rows.
+        target.kernel.assign(kernel[kept] if is_output else kernel[:, kept])
+        if source.bias is not None:
+            bias = ops.convert_to_numpy(source.bias)
+            target.bias.assign(bias if is_output else bias[kept])  # (heads, head_dim) or (dim,)
+
+
+def _projections(layer):
+    return (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense)

@@ -1,0 +1,99 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras import ops
+
+from keras_attn.layers import MultiHeadSelfAttention
+from keras_attn.models import build_vision_transformer
+from keras_attn.pruning import attention_layers, head_importance
+from keras_attn.testing.reference import self_attention_reference
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(3, 5, 8)).astype("float32")
+C = RNG.normal(size=(3, 5, 8)).astype("float32")
+
+
+def linear_loss(c, outputs):
+    return ops.sum(c * outputs, axis=(1, 2))  # (batch,)
+
+
+def _attention_model(kind):
+    keras.utils.set_random_seed(1)
+    x = keras.Input((5, 8))
+    if kind == "core":
+        y = MultiHeadSelfAttention(3, 4, name="attention")(x)
+    else:
+        y = keras.layers.MultiHeadAttention(3, 4, name="attention")(x, x)
+    return keras.Model(x, y)
+
+
+def _reference_importance(layer):
+    """Official formula: mean over examples of sum over tokens of |<ctx_h, dL/dctx_h>|.
+
+    With L = sum(C * output), <ctx_h, dL/dctx_h> = sum_e C * (ctx_h W_o[h]), and
+    ctx_h W_o[h] is the output with only head h kept, minus the output bias.
+    """
+    bias = np.asarray(layer.output_dense.bias)
+    scores = []
+    for head in range(3):
+        only_head, _ = self_attention_reference(X, layer, head_mask=np.eye(3)[head])
+        per_token = ((only_head - bias) * C).sum(-1)  # (batch, length)
+        scores.append(np.abs(per_token).sum(-1).mean())
+    return np.array(scores)
+
+
+@pytest.mark.parametrize("kind", ["core", "keras"])
+def test_matches_official_formula(kind):
+    model = _attention_model(kind)
+    scores = head_importance(model, [(X, C)], linear_loss, normalize=False)
+    np.testing.assert_allclose(
+        scores["attention"], _reference_importance(model.get_layer("attention")), rtol=1e-4
+    )
+
+
+def test_batches_average_over_examples():
+    model = _attention_model("core")
+    whole = head_importance(model, [(X, C)], linear_loss, normalize=False)
+    split = head_importance(model, [(X[:1], C[:1]), (X[1:], C[1:])], linear_loss, normalize=False)
+    np.testing.assert_allclose(split["attention"], whole["attention"], rtol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:You are using a softmax")
+def test_per_example_gradient_of_the_core_head_mask():
+    """With one token, the score is mean_b |dL_b / d head_mask[b, h]|."""
+    keras.utils.set_random_seed(2)
+    x, mask = keras.Input((1, 8)), keras.Input((2,))
+    attended = MultiHeadSelfAttention(2, 4, name="attention")(x, head_mask=mask)
+    logits = keras.layers.Dense(3)(keras.layers.Flatten()(attended))
+    model = keras.Model([x, mask], logits)
+    inputs = RNG.normal(size=(4, 1, 8)).astype("float32")
+    labels = np.array([0, 2, 1, 1])
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    ones = tf.ones((4, 2))
+    with tf.GradientTape() as tape:
+        tape.watch(ones)
+        total = tf.reduce_sum(loss.call(labels, model([tf.constant(inputs), ones])))
+    expected = np.abs(tape.gradient(total, ones).numpy()).mean(0)
+    scores = head_importance(model, [([inputs, np.ones((4, 2))], labels)], loss, normalize=False)
+    np.testing.assert_allclose(scores["attention"], expected, rtol=1e-4)
+    normalized = head_importance(model, [([inputs, np.ones((4, 2))], labels)], loss)
+    np.testing.assert_allclose(normalized["attention"], expected / np.linalg.norm(expected), 1e-4)
+
+
+def test_nested_attention_layers_and_restored_projections():
+    model = build_vision_transformer((8, 8), 3, patch_size=4, dim=8, depth=2, num_heads=2)
+    images = RNG.normal(size=(2, 8, 8)).astype("float32")
+    scores = head_importance(model, [(images, np.array([0, 2]))], "sparse_categorical_crossentropy")
+    assert list(scores) == ["block_0/attention", "block_1/attention"]
+    for score in scores.values():
+        assert score.shape == (2,)
+        assert np.linalg.norm(score) == pytest.approx(1.0)
+    for layer in attention_layers(model).values():
+        assert "call" not in vars(layer.output_dense)
+
+
+def test_requires_attention_layers():
+    x = keras.Input((4,))
+    with pytest.raises(ValueError, match="Received: model="):
+        head_importance(keras.Model(x, keras.layers.Dense(2)(x)), [], "mse")
