@@ -1,0 +1,150 @@
+"""A BERT encoder as a functional Keras model (Devlin et al., 2019).
+
+Post-norm transformer layers on the library's attention core, built flat
+(every attention layer is a top-level `MultiHeadSelfAttention`), so that head
+importance and head pruning (Michel et al., 2019) can find and rebuild them.
+"""
+
+import keras
+from keras import ops
+
+from keras_attn.layers import MultiHeadSelfAttention, PositionEmbedding
+
+
+def build_bert_encoder(
+    vocabulary_size,
+    num_layers,
+    num_heads,
+    hidden_dim,
+    intermediate_dim,
+    max_sequence_length=512,
+    num_segments=2,
+    layer_norm_epsilon=1e-12,
+    output_hidden_states=False,
+    output_attention_scores=False,
+    head_mask=False,
+    name="bert_encoder",
+):
+    """Builds a BERT encoder with mean-pooled, L2-normalised sentence embeddings.
+
+    Embeddings: `LayerNorm(token + position + segment)`. Each layer:
+    `x = LayerNorm(x + attention(x))`, then
+    `x = LayerNorm(x + W2 gelu(W1 x))`, with the exact (erf) GELU. The
+    sentence embedding is the mean of the last hidden states over the real
+    tokens, scaled to unit length, as in sentence-transformers. There is no
+    dropout: the model is meant for inference, feature extraction and
+    pruning.
+
+    Args:
+        vocabulary_size: int, number of token ids.
+        num_layers: int, number of transformer layers.
+        num_heads: int, attention heads per layer.
+        hidden_dim: int, model width, a multiple of `num_heads`.
+        intermediate_dim: int, hidden size of the feed-forward layers.
+        max_sequence_length: int, size of the position table.
+        num_segments: int, size of the segment (token type) table.
+        layer_norm_epsilon: float, epsilon of every layer norm.
+        output_hidden_states: bool, also return `"hidden_states"`, the
+            embeddings and every layer's output stacked:
+            `(batch, num_layers + 1, length, hidden_dim)`.
+        output_attention_scores: bool, also return `"attention_scores"`,
+            every layer's attention weights stacked:
+            `(batch, num_layers, num_heads, length, length)`.
+        head_mask: bool, add an input `"head_mask"` of shape
+            `(batch, num_layers, num_heads)` that multiplies each head's
+            output (1 keeps a head, 0 removes it).
+        name: model name.
+
+    Returns:
+        A `keras.Model` taking a dict with `"token_ids"`, `"padding_mask"`,
+        `"segment_ids"` (each `(batch, length)` int; see
+        `keras_attn.text.WordPieceTokenizer`) and optionally `"head_mask"`,
+        returning a dict with `"sequence_output"` `(batch, length, hidden_dim)`,
+        `"sentence_embedding"` `(batch, hidden_dim)` and the optional
+        outputs. Layer `i`'s attention is the layer named `layer_{i}_attention`.
+
+    Example:
+
+    >>> model = build_bert_encoder(100, num_layers=2, num_heads=2, hidden_dim=8,
+    ...                            intermediate_dim=16)
+    >>> inputs = {name: np.ones((3, 5), "int32")
+    ...           for name in ("token_ids", "padding_mask", "segment_ids")}
+    >>> model(inputs)["sentence_embedding"].shape
+    (3, 8)
+
+    References:
+        - [Devlin et al., 2019](https://arxiv.org/abs/1810.04805)
+        - [Michel et al., 2019](https://arxiv.org/abs/1905.10650)
+    """
+    for argument, value in (
+        ("vocabulary_size", vocabulary_size),
+        ("num_layers", num_layers),
+        ("num_heads", num_heads),
+        ("hidden_dim", hidden_dim),
+        ("intermediate_dim", intermediate_dim),
+        ("max_sequence_length", max_sequence_length),
+        ("num_segments", num_segments),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(
+                f"`{argument}` must be a positive integer. Received: {argument}={value!r}"
+            )
+    if hidden_dim % num_heads:
+        raise ValueError(
+            f"`hidden_dim` must be a multiple of `num_heads={num_heads}`. "
+            f"Received: hidden_dim={hidden_dim}"
+        )
+    inputs = {
+        "token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
+        "padding_mask": keras.Input(shape=(None,), dtype="int32", name="padding_mask"),
+        "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids"),
+    }
+    if head_mask:
+        inputs["head_mask"] = keras.Input(shape=(num_layers, num_heads), name="head_mask")
+    padding_mask = inputs["padding_mask"]
+    x = _embeddings(inputs, vocabulary_size, hidden_dim, max_sequence_length, num_segments)
+    x = _norm("embeddings_norm", layer_norm_epsilon)(x)  # (batch, length, hidden_dim)
+    hidden_states, attention_scores = [x], []
+    for index in range(num_layers):
+        layer_head_mask = inputs["head_mask"][:, index] if head_mask else None  # (batch, heads)
+        attended, scores = MultiHeadSelfAttention(
+            num_heads, hidden_dim // num_heads, name=f"layer_{index}_attention"
+        )(x, mask=padding_mask, head_mask=layer_head_mask, return_attention_scores=True)
+        x = keras.layers.Add(name=f"layer_{index}_attention_residual")([x, attended])
+        x = _norm(f"layer_{index}_attention_norm", layer_norm_epsilon)(x)
+        y = keras.layers.Dense(
+            intermediate_dim, activation="gelu", name=f"layer_{index}_intermediate"
+        )(x)  # (batch, length, intermediate_dim)
+        y = keras.layers.Dense(hidden_dim, name=f"layer_{index}_output")(y)
+        x = keras.layers.Add(name=f"layer_{index}_output_residual")([x, y])
+        x = _norm(f"layer_{index}_output_norm", layer_norm_epsilon)(x)
+        hidden_states.append(x)
+        attention_scores.append(scores)
+    pooled = keras.layers.GlobalAveragePooling1D(name="mean_pooling")(x, mask=padding_mask)
+    outputs = {
+        "sequence_output": x,
+        "sentence_embedding": keras.layers.UnitNormalization(name="sentence_embedding")(pooled),
+    }
+    if output_hidden_states:
+        outputs["hidden_states"] = ops.stack(
+            hidden_states, axis=1
+        )  # (batch, layers + 1, length, dim)
+    if output_attention_scores:
+        # (batch, layers, heads, length, length)
+        outputs["attention_scores"] = ops.stack(attention_scores, axis=1)
+    return keras.Model(inputs, outputs, name=name)
+
+
+def _embeddings(inputs, vocabulary_size, hidden_dim, max_sequence_length, num_segments):
+    tokens = keras.layers.Embedding(vocabulary_size, hidden_dim, name="token_embedding")(
+        inputs["token_ids"]
+    )  # (batch, length, hidden_dim)
+    segments = keras.layers.Embedding(num_segments, hidden_dim, name="segment_embedding")(
+        inputs["segment_ids"]
+    )  # (batch, length, hidden_dim)
+    x = keras.layers.Add(name="token_plus_segment")([tokens, segments])
+    return PositionEmbedding(max_sequence_length, name="position_embedding")(x)
+
+
+def _norm(name, epsilon):
+    return keras.layers.LayerNormalization(epsilon=epsilon, name=name)
