@@ -389,14 +389,17 @@ def train_topic_model(
     steps_per_epoch = -(-len(corpus.tokens) // batch_size)
     total = epochs * steps_per_epoch
     if record_steps is None:
-        record_steps = [*range(0, min(total, 100), 2), *range(0, total + 1, max(1, steps_per_epoch // 20))]
+        record_steps = [
+            *range(0, min(total, 100), 2),
+            *range(0, total + 1, max(1, steps_per_epoch // 20)),
+        ]
     model = build_topic_model(corpus.vocabulary_size, dim=dim)
     model.compile(
         keras.optimizers.Adam(learning_rate),
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         jit_compile=True,
     )
-    callback = TopicStatisticsCallback(probe_tokens, corpus.word_topics, record_steps + [total])
+    callback = TopicStatisticsCallback(probe_tokens, corpus.word_topics, [*record_steps, total])
     rng = np.random.default_rng(seed)
     for _ in range(epochs):
         inputs, targets, weights = mask_tokens(corpus.tokens, corpus.vocabulary_size, rng)

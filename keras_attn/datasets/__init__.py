@@ -1,18 +1,20 @@
-"""Offline image data loaders.
+"""Offline data loaders (images and text).
 
 Every loader reads files that are already on the machine (installed by a
 Debian or pip package, or supplied by the user) and never downloads
 anything. When a source is missing, the loader raises
 `DatasetNotFoundError` with the command that installs it.
 
-All loaders return `((x_train, y_train), (x_test, y_test))` with uint8
-images in `[0, 255]` and uint8 labels, like `keras.datasets`.
+The image loaders return `((x_train, y_train), (x_test, y_test))` with
+uint8 images in `[0, 255]` and uint8 labels, like `keras.datasets`;
+`load_jane_austen` returns the novels' lines.
 """
 
 from keras_attn.datasets.cifar10 import load_cifar10
 from keras_attn.datasets.digits import load_digits
 from keras_attn.datasets.errors import DatasetNotFoundError
 from keras_attn.datasets.fashion_mnist import load_fashion_mnist
+from keras_attn.datasets.jane_austen import load_jane_austen
 from keras_attn.datasets.mnist_5k import load_mnist_5k
 
 __all__ = [
@@ -20,5 +22,6 @@ __all__ = [
     "load_cifar10",
     "load_digits",
     "load_fashion_mnist",
+    "load_jane_austen",
     "load_mnist_5k",
 ]

@@ -94,7 +94,10 @@ def split_chapters(lines):
             chapters.append(current)
         elif current is not None:
             current.append(line)
-    return ["\n".join(" ".join(p.split()) for p in "\n".join(c).split("\n\n")) for c in chapters]
+    return [
+        "\n".join(" ".join(p.split()) for p in "\n".join(c).split("\n\n") if p.strip())
+        for c in chapters
+    ]
 
 
 def split_sentences(text):
@@ -110,7 +113,7 @@ def split_words(text):
 
 _CHAPTER_HEADING = re.compile(r"^\s*chapter\s+([0-9]+|[ivxlc]+)\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(
-    r"(?<=[.!?])(?<!\bMr\.)(?<!\bMrs\.)(?<!\bDr\.)(?<!\bSt\.)[\"'_)]*\s+"
+    r"(?:(?<=[.!?])(?<!\bMr\.)(?<!\bMrs\.)(?<!\bDr\.)(?<!\bSt\.)|(?<=[.!?][\"'_)]))\s+"
 )
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 

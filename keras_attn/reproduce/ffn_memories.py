@@ -35,8 +35,8 @@ SETTINGS = {
                   sentences=1500, analysed=600),
     "fast": dict(vocabulary=5000, length=24, dim=64, depth=4, heads=4, mlp=256, epochs=2,
                  sentences=12000, analysed=4000),
-    "full": dict(vocabulary=10000, length=32, dim=128, depth=6, heads=4, mlp=512, epochs=6,
-                 sentences=None, analysed=20000),
+    "full": dict(vocabulary=8000, length=24, dim=96, depth=6, heads=4, mlp=384, epochs=3,
+                 sentences=None, analysed=10000),
 }  # fmt: skip
 
 

@@ -7,11 +7,11 @@ matrix. It reports when each statistic takes off (the paper: the value /
 embedding structure first, the attention later) and the end state
 (same-topic attention > 1/n > different-topic attention).
 
-Part 2 measures the same statistics on the pretrained all-MiniLM-L6-v2
-weights: topics are fitted with LDA (scikit-learn) on the chapters of Jane
-Austen's novels, and every topic's top words that are single WordPiece
-tokens are compared through MiniLM's word embeddings and each layer's
-`E W_v W_o E^T` value map.
+Part 2 measures the same statistics on the pretrained all-MiniLM-L6-v2:
+topics are fitted with LDA (scikit-learn) on the chapters of Jane Austen's
+novels; every topic's top words that are single WordPiece tokens are
+compared through MiniLM's word embeddings, each layer's `E W_v W_o E^T`
+value map, and the encoder's attention weights on Austen passages.
 """
 
 import time
@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from keras_attn.analysis.topic_structure import (
+    attention_topic_statistics,
     block_gap,
     generate_lda_documents,
     train_topic_model,
@@ -29,9 +30,9 @@ NAME = "topics"
 HELP = "Topic structure in a one-layer attention model trained on LDA data, and in MiniLM."
 
 SETTINGS = {
-    "small": dict(documents=400, epochs=2, lda_topics=5, words_per_topic=10),
-    "fast": dict(documents=2000, epochs=3, lda_topics=10, words_per_topic=20),
-    "full": dict(documents=10000, epochs=4, lda_topics=20, words_per_topic=30),
+    "small": dict(documents=400, epochs=2, lda_topics=5, words_per_topic=10, passages=8),
+    "fast": dict(documents=2000, epochs=3, lda_topics=10, words_per_topic=20, passages=64),
+    "full": dict(documents=10000, epochs=4, lda_topics=20, words_per_topic=30, passages=256),
 }
 
 
@@ -50,7 +51,7 @@ def run(args):
     results["synthetic"] = synthetic_experiment(config["documents"], config["epochs"], args.seed)
     if not args.skip_minilm:
         results["minilm"] = minilm_experiment(
-            config["lda_topics"], config["words_per_topic"], args.seed
+            config["lda_topics"], config["words_per_topic"], config["passages"], args.seed
         )
     results["seconds"] = round(time.time() - start, 1)
     return write_results(args.out, NAME, results, _figure(results["synthetic"]["history"]))
@@ -96,35 +97,82 @@ def _take_off(history, statistic):
     return int(steps[reached[0]]) if len(reached) else None
 
 
-def minilm_experiment(num_topics, words_per_topic, seed):
-    """Same- vs different-topic statistics of the pretrained MiniLM weights."""
+def minilm_experiment(num_topics, words_per_topic, num_passages, seed):
+    """Same- vs different-topic statistics of the pretrained MiniLM.
+
+    Weight-only: word embedding inner products and, per layer, the block
+    gap of `E W_v W_o E^T` over the topic words (all heads together). With
+    the encoder: per layer, the head-averaged attention that a topic word
+    pays to one same-topic and one different-topic word in Jane Austen
+    passages, against `1/n`.
+    """
     from keras_attn.pretrained import load_minilm_weights
 
     weights = load_minilm_weights()
-    vocabulary = weights.vocab_path.read_text(encoding="utf-8").split("\n")
+    vocabulary = weights.vocab_path.read_text(encoding="utf-8").splitlines()
     ids = {token: index for index, token in enumerate(vocabulary)}
     topic_words = fit_austen_topics(num_topics, words_per_topic, seed, keep=ids.__contains__)
     token_ids = np.array([ids[word] for words in topic_words for word in words])
     topics = np.repeat(np.arange(len(topic_words)), [len(words) for words in topic_words])
     embedding = weights.tensors["embeddings.word_embeddings.weight"][token_ids]  # (words, dim)
     normalized = embedding / np.linalg.norm(embedding, axis=1, keepdims=True)
-    layers = []
+    value_gaps = []
     for layer in range(weights.num_layers):
         kernels = weights.attention_kernels(layer)
         value = kernels["value"].reshape(weights.hidden_size, -1)  # (dim, heads * head_dim)
         output = kernels["output"].reshape(-1, weights.hidden_size)  # (heads * head_dim, dim)
         value_map = embedding @ value @ output @ embedding.T  # (words, words)
-        layers.append(float(block_gap(value_map, topics)))
+        value_gaps.append(float(block_gap(value_map, topics)))
     same, different = _pair_means(embedding @ embedding.T, topics)
     same_cos, different_cos = _pair_means(normalized @ normalized.T, topics)
+    vocabulary_topics = np.full(len(vocabulary), -1)
+    vocabulary_topics[token_ids] = topics
     return {
         "topics": [list(words) for words in topic_words],
         "embedding_same_topic": same,
         "embedding_different_topic": different,
         "cosine_same_topic": same_cos,
         "cosine_different_topic": different_cos,
-        "value_block_gap_per_layer": layers,
+        "value_block_gap_per_layer": value_gaps,
+        "attention_per_layer": _minilm_attention(weights, vocabulary_topics, num_passages, seed),
     }
+
+
+def _minilm_attention(weights, vocabulary_topics, num_passages, seed, words_per_passage=96):
+    """Head-averaged topic attention statistics of each MiniLM layer on Austen passages."""
+    from keras_attn.datasets.jane_austen import load_jane_austen, split_chapters
+    from keras_attn.models import build_minilm_encoder
+    from keras_attn.text import WordPieceTokenizer
+
+    words = " ".join(
+        chapter for lines in load_jane_austen().values() for chapter in split_chapters(lines)
+    ).split()
+    starts = np.random.default_rng(seed).choice(
+        len(words) - words_per_passage, size=num_passages, replace=False
+    )
+    passages = [" ".join(words[s : s + words_per_passage]) for s in np.sort(starts)]
+    tokenizer = WordPieceTokenizer(weights.vocab_path, sequence_length=256)
+    encoder = build_minilm_encoder(weights, output_attention_scores=True)
+    per_layer = [[] for _ in range(weights.num_layers)]
+    for first in range(0, num_passages, 16):
+        inputs = tokenizer(passages[first : first + 16])
+        scores = np.asarray(encoder(inputs)["attention_scores"])  # (batch, layers, heads, L, L)
+        for layer in range(weights.num_layers):
+            per_layer[layer].append(
+                (
+                    attention_topic_statistics(
+                        scores[:, layer].mean(axis=1), inputs["token_ids"], vocabulary_topics
+                    ),
+                    len(inputs["token_ids"]),
+                )
+            )
+    return [
+        {
+            key: float(np.average([s[key] for s, _ in batches], weights=[n for _, n in batches]))
+            for key in ("same_topic", "different_topic", "uniform")
+        }
+        for batches in per_layer
+    ]
 
 
 def _pair_means(matrix, topics):
