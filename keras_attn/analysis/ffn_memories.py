@@ -41,8 +41,9 @@ class FeedForwardSite:
     Example:
 
     ```python
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, "relu"), keras.layers.Dense(4)])
-    site = FeedForwardSite(model.layers[0], model.layers[1])
+    hidden, output = keras.layers.Dense(8, "relu"), keras.layers.Dense(4)
+    model = keras.Sequential([keras.Input((4,)), hidden, output])
+    site = FeedForwardSite(hidden, output)
     site.keys.shape, site.values.shape  # ((8, 4), (8, 4))
     ```
     """
@@ -147,7 +148,9 @@ def _run_sites(model, inputs, sites):
         hidden_input, coefficients = records[id(site.hidden)]
         _, ffn_output = records[id(site.output)]
         residual = records[id(site.residual)][0] if site.residual is not None else hidden_input
-        results.append(tuple(keras.ops.convert_to_numpy(t) for t in (residual, coefficients, ffn_output)))
+        results.append(
+            tuple(keras.ops.convert_to_numpy(t) for t in (residual, coefficients, ffn_output))
+        )
     return results
 
 
@@ -235,6 +238,7 @@ class MemoryAnalysis:
             self.trigger_positions[layer][key],
             self.trigger_next_tokens[layer][key],
             self.trigger_scores[layer][key],
+            strict=True,
         )
         return [
             (sequences[example][: position + 1], int(token), float(score))
@@ -385,7 +389,9 @@ def _position_counts(residual, coefficients, ffn_output, site_data, readout):
     active = coefficients > 0  # (positions, memories)
     # The layer's own prediction: sum_i m_i v_i projected with E, like each value.
     memory_top = np.argmax((coefficients @ values) @ embedding, axis=-1) if len(active) else []
-    matches_a_memory = np.any(active & (value_tops[None] == np.asarray(memory_top)[:, None]), axis=1)
+    matches_a_memory = np.any(
+        active & (value_tops[None] == np.asarray(memory_top)[:, None]), axis=1
+    )
     ffn_top = _top(readout, ffn_output)
     residual_top = _top(readout, residual)
     output_top = _top(readout, residual + ffn_output)

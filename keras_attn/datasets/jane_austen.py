@@ -124,7 +124,9 @@ def _check_books(books):
     books = [books] if isinstance(books, str) else list(books)
     unknown = [book for book in books if book not in BOOKS]
     if unknown or not books:
-        raise ValueError(f"`books` must be a non-empty subset of {BOOKS}. Received: books={books!r}")
+        raise ValueError(
+            f"`books` must be a non-empty subset of {BOOKS}. Received: books={books!r}"
+        )
     return books
 
 
@@ -156,7 +158,9 @@ def _read_index(path):
     with open(path, "rb") as f:
         index = _parse_r_object(gzip.decompress(f.read()))
     try:
-        return {str(name): tuple(int(v) for v in where) for name, where in index["variables"].items()}
+        return {
+            str(name): tuple(int(v) for v in where) for name, where in index["variables"].items()
+        }
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"{path} is not an R lazy-load index.") from error
 

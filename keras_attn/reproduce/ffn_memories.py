@@ -30,7 +30,8 @@ HELP = "Key-value memories in the feed-forward layers of a word-level LM on Jane
 
 PAD, UNKNOWN = 0, 1
 SETTINGS = {
-    # (vocabulary, length, dim, depth, heads, mlp, epochs, sentences, analysed sentences)
+    # Vocabulary size, sentence length, model width / depth / heads / FFN size, epochs,
+    # sentences used (None: all) and sentences analysed.
     "small": dict(vocabulary=2000, length=16, dim=32, depth=2, heads=2, mlp=128, epochs=1,
                   sentences=1500, analysed=600),
     "fast": dict(vocabulary=5000, length=24, dim=64, depth=4, heads=4, mlp=256, epochs=2,
@@ -139,10 +140,8 @@ def _analyse(model, inputs, next_tokens, top_k):
         (inputs[i : i + 128], next_tokens[i : i + 128], next_tokens[i : i + 128] != PAD)
         for i in range(0, len(inputs), 128)
     )
-    return analyze_memories(
-        model, batches, embedding, sites=transformer_block_sites(model), top_k=top_k,
-        readout=readout,
-    )  # fmt: skip
+    sites = transformer_block_sites(model)
+    return analyze_memories(model, batches, embedding, sites=sites, top_k=top_k, readout=readout)
 
 
 def _examples(analysis, inputs, words, per_layer=3):

@@ -82,8 +82,10 @@ def synthetic_experiment(documents, epochs, seed):
             ),
             "attention_gap": _take_off(
                 history,
-                lambda r: (r["attention_same_topic"] - r["attention_different_topic"])
-                / r["attention_uniform"],
+                lambda r: (
+                    (r["attention_same_topic"] - r["attention_different_topic"])
+                    / r["attention_uniform"]
+                ),
             ),
         },
     }
@@ -199,7 +201,9 @@ def fit_austen_topics(num_topics, words_per_topic, seed, keep=lambda word: True)
 
     from keras_attn.datasets.jane_austen import load_jane_austen, split_chapters
 
-    chapters = [chapter for lines in load_jane_austen().values() for chapter in split_chapters(lines)]
+    chapters = [
+        chapter for lines in load_jane_austen().values() for chapter in split_chapters(lines)
+    ]
     vectorizer = CountVectorizer(stop_words="english", min_df=3, max_df=0.5)
     counts = vectorizer.fit_transform(chapters)  # (chapters, words)
     lda = LatentDirichletAllocation(num_topics, learning_method="batch", random_state=seed)

@@ -6,8 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from keras_attn.reproduce import available
-from keras_attn.reproduce import ffn_memories, topics
+from keras_attn.reproduce import available, ffn_memories, topics
 
 
 def test_registered():

@@ -59,7 +59,10 @@ def planted_corpus():
 
 
 def batches(x, next_tokens, valid, size=6):
-    return [(x[i : i + size], next_tokens[i : i + size], valid[i : i + size]) for i in range(0, len(x), size)]
+    return [
+        (x[i : i + size], next_tokens[i : i + size], valid[i : i + size])
+        for i in range(0, len(x), size)
+    ]
 
 
 def test_planted_memories_are_recovered_exactly():
@@ -121,7 +124,9 @@ def test_position_statistics_match_a_loop_reference():
     valid = rng.random((9, 4)) > 0.2
     embedding = rng.normal(size=(5, 7))
     site = FeedForwardSite(hidden, output)
-    analysis = analyze_memories(model, batches(x, np.zeros((9, 4), int), valid, 4), embedding, [site])
+    analysis = analyze_memories(
+        model, batches(x, np.zeros((9, 4), int), valid, 4), embedding, [site]
+    )
     keys = keras.ops.convert_to_numpy(hidden.kernel)
     expected = reference_position_statistics(x, valid, keys, site.values, embedding)
     np.testing.assert_allclose(analysis.active_fraction, [expected["active"]], rtol=1e-6)

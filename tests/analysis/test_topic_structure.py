@@ -105,7 +105,9 @@ def test_uniform_attention_gives_one_over_n_and_callback_records():
     assert stats["attention_same_topic"] == pytest.approx(1 / 120, rel=1e-5)
     assert stats["attention_different_topic"] == pytest.approx(1 / 120, rel=1e-5)
     callback = TopicStatisticsCallback(corpus.tokens[:2], corpus.word_topics, steps=[0, 2])
-    inputs, targets, weights = mask_tokens(corpus.tokens, corpus.vocabulary_size, np.random.default_rng(0))
+    inputs, targets, weights = mask_tokens(
+        corpus.tokens, corpus.vocabulary_size, np.random.default_rng(0)
+    )
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.fit(inputs, targets, sample_weight=weights, batch_size=2, verbose=0, callbacks=[callback])
     assert [record["step"] for record in callback.history] == [0, 2]

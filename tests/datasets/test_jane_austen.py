@@ -28,7 +28,7 @@ def test_reads_the_novels():
 def test_text_helpers():
     lines = ["TITLE", "", "Chapter 1", "", "One line", "goes on.", "", "", "Next.", "CHAPTER II"]
     assert split_chapters(lines + ["Two! Yes?"]) == ["One line goes on.\nNext.", "Two! Yes?"]
-    assert split_sentences("Mr. Darcy came.  She didn't!  \"Why?\" Then") == [
+    assert split_sentences('Mr. Darcy came.  She didn\'t!  "Why?" Then') == [
         "Mr. Darcy came.",
         "She didn't!",
         '"Why?"',
