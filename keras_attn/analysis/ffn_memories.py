@@ -340,8 +340,8 @@ def analyze_memories(model, batches, output_embedding, sites=None, top_k=25, rea
         raise ValueError(f"`top_k` must be a positive integer. Received: top_k={top_k!r}")
     sites = transformer_block_sites(model) if sites is None else list(sites)
     embedding = np.asarray(output_embedding)
-    readout = readout or (lambda hidden: hidden @ embedding)
     values = [site.values for site in sites]
+    biases = [_output_bias(site) for site in sites]
     value_tops = [np.argmax(v @ embedding, axis=-1) for v in values]
     tables = [_TopK(site.keys.shape[0], top_k) for site in sites]
     counts = np.zeros((len(sites), 5))  # active, zero agreement, kept, override, compromise
@@ -356,7 +356,7 @@ def analyze_memories(model, batches, output_embedding, sites=None, top_k=25, rea
                 residual[valid],
                 coefficients[valid],
                 ffn_output[valid],
-                (values[index], embedding, value_tops[index]),
+                (values[index], biases[index], embedding, value_tops[index]),
                 readout,
             )
         num_examples += len(next_tokens)
@@ -385,21 +385,31 @@ def analyze_memories(model, batches, output_embedding, sites=None, top_k=25, rea
 
 def _position_counts(residual, coefficients, ffn_output, site_data, readout):
     """Counts over valid positions (rows): active memories and prediction matches."""
-    values, embedding, value_tops = site_data
+    values, bias, embedding, value_tops = site_data
+    if len(coefficients) == 0:
+        return np.zeros(5)
     active = coefficients > 0  # (positions, memories)
-    # The layer's own prediction: sum_i m_i v_i projected with E, like each value.
-    memory_top = np.argmax((coefficients @ values) @ embedding, axis=-1) if len(active) else []
-    matches_a_memory = np.any(
-        active & (value_tops[None] == np.asarray(memory_top)[:, None]), axis=1
+    if readout is None:  # Linear readout: reuse the projections.
+        residual_logits = residual @ embedding  # (positions, vocabulary)
+        ffn_logits = ffn_output @ embedding
+        output_logits = residual_logits + ffn_logits
+        memory_logits = ffn_logits - bias @ embedding  # (sum_i m_i v_i) E
+    else:
+        residual_logits, ffn_logits, output_logits = (
+            keras.ops.convert_to_numpy(readout(h))
+            for h in (residual, ffn_output, residual + ffn_output)
+        )
+        memory_logits = (coefficients @ values) @ embedding
+    memory_top = np.argmax(memory_logits, axis=-1)
+    matches_a_memory = np.any(active & (value_tops[None] == memory_top[:, None]), axis=1)
+    residual_top, ffn_top, output_top = (
+        np.argmax(logits, axis=-1) for logits in (residual_logits, ffn_logits, output_logits)
     )
-    ffn_top = _top(readout, ffn_output)
-    residual_top = _top(readout, residual)
-    output_top = _top(readout, residual + ffn_output)
     kept = output_top == residual_top
     override = ~kept & (output_top == ffn_top)
     return np.array(
         [
-            active.mean(axis=1).sum() if len(active) else 0.0,
+            active.mean(axis=1).sum(),
             np.sum(~matches_a_memory),
             np.sum(kept),
             np.sum(override),
@@ -408,10 +418,12 @@ def _position_counts(residual, coefficients, ffn_output, site_data, readout):
     )
 
 
-def _top(readout, hidden):
-    if len(hidden) == 0:
-        return np.zeros((0,), np.int64)
-    return np.argmax(keras.ops.convert_to_numpy(readout(hidden)), axis=-1)
+def _output_bias(site):
+    """The second layer's bias, or zeros: `FF(x) = sum_i m_i v_i + bias`."""
+    bias = getattr(site.output, "bias", None)
+    if bias is None:
+        return np.zeros(site.values.shape[1], np.float32)
+    return keras.ops.convert_to_numpy(bias)
 
 
 def _agreement(tables, value_tops, rng):

@@ -97,38 +97,42 @@ def test_streaming_does_not_depend_on_batch_size():
         np.testing.assert_allclose(other.compromise, results[0].compromise)
 
 
-def reference_position_statistics(x, valid, keys, values, embedding):
+def reference_position_statistics(x, valid, keys, values, bias, embedding, readout):
     """Loop-by-loop numpy reference of the per-position statistics (no residual layer)."""
     rows = {"active": [], "zero": [], "kept": [], "override": [], "compromise": []}
     for residual in x[valid]:
         m = np.maximum(residual @ keys, 0.0)
-        ffn = m @ values
-        layer_top = np.argmax(ffn @ embedding)
+        ffn = m @ values + bias
+        layer_top = np.argmax((m @ values) @ embedding)
         memory_tops = {int(np.argmax(values[i] @ embedding)) for i in range(len(m)) if m[i] > 0}
         rows["active"].append(np.mean(m > 0))
         rows["zero"].append(layer_top not in memory_tops)
-        top_r, top_o, top_y = (np.argmax(h @ embedding) for h in (residual, ffn, residual + ffn))
+        top_r, top_o, top_y = (np.argmax(readout(h)) for h in (residual, ffn, residual + ffn))
         rows["kept"].append(top_y == top_r)
         rows["override"].append(top_y != top_r and top_y == top_o)
         rows["compromise"].append(top_y != top_r and top_y != top_o)
     return {name: np.mean(values_) for name, values_ in rows.items()}
 
 
-def test_position_statistics_match_a_loop_reference():
+@pytest.mark.parametrize("nonlinear_readout", [False, True])
+def test_position_statistics_match_a_loop_reference(nonlinear_readout):
     rng = np.random.default_rng(3)
     inputs = keras.Input((None, 5))
     hidden = keras.layers.Dense(12, activation="relu", use_bias=False)
-    output = keras.layers.Dense(5, use_bias=False)
+    output = keras.layers.Dense(5, bias_initializer="random_normal")
     model = keras.Model(inputs, output(hidden(inputs)))
     x = rng.normal(size=(9, 4, 5)).astype("float32")
     valid = rng.random((9, 4)) > 0.2
     embedding = rng.normal(size=(5, 7))
     site = FeedForwardSite(hidden, output)
+    readout = (lambda h: np.tanh(h) @ embedding) if nonlinear_readout else None
     analysis = analyze_memories(
-        model, batches(x, np.zeros((9, 4), int), valid, 4), embedding, [site]
+        model, batches(x, np.zeros((9, 4), int), valid, 4), embedding, [site], readout=readout
     )
-    keys = keras.ops.convert_to_numpy(hidden.kernel)
-    expected = reference_position_statistics(x, valid, keys, site.values, embedding)
+    keys, bias = (keras.ops.convert_to_numpy(w) for w in (hidden.kernel, output.bias))
+    expected = reference_position_statistics(
+        x, valid, keys, site.values, bias, embedding, readout or (lambda h: h @ embedding)
+    )
     np.testing.assert_allclose(analysis.active_fraction, [expected["active"]], rtol=1e-6)
     np.testing.assert_allclose(analysis.zero_agreement_rate, [expected["zero"]])
     np.testing.assert_allclose(analysis.residual_kept, [expected["kept"]])
