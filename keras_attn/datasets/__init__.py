@@ -1,4 +1,4 @@
-"""Offline data loaders: images, and Bible verses for text classification.
+"""Offline data loaders: images, time series, interactions and text.
 
 Every loader reads files that are already on the machine (installed by a
 Debian or pip package, or supplied by the user) and never downloads
@@ -13,15 +13,17 @@ from keras_attn.datasets.cifar10 import load_cifar10
 from keras_attn.datasets.digits import load_digits
 from keras_attn.datasets.errors import DatasetNotFoundError
 from keras_attn.datasets.fashion_mnist import load_fashion_mnist
+from keras_attn.datasets.jane_austen import load_jane_austen
 from keras_attn.datasets.kjv_sections import KJV_SECTIONS, load_kjv_sections
 from keras_attn.datasets.mnist_5k import load_mnist_5k
 
 __all__ = [
-    "KJV_SECTIONS",
     "DatasetNotFoundError",
+    "KJV_SECTIONS",
     "load_cifar10",
     "load_digits",
     "load_fashion_mnist",
+    "load_jane_austen",
     "load_kjv_sections",
     "load_mnist_5k",
 ]

@@ -1,0 +1,68 @@
+"""Cost of the streaming key-value memory analysis against a plain forward pass.
+
+Times, in the same process and on the same random token batches,
+`analyze_memories` over a decoder language model (all statistics, top-25
+trigger tables) against the eager forward passes alone (the baseline: the
+work any analysis has to do). Prints the ratio analysis / forward, and the
+size of the state the analysis keeps compared to storing every coefficient.
+
+    python benchmarks/ffn_memories.py [--batches 20 --batch 64 --length 32]
+"""
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from keras_attn.analysis import analyze_memories  # noqa: E402
+from keras_attn.models import build_decoder_language_model  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--length", type=int, default=32)
+    parser.add_argument("--vocabulary", type=int, default=5000)
+    parser.add_argument("--depth", type=int, default=4)
+    parser.add_argument("--mlp", type=int, default=512)
+    parser.add_argument("--top-k", type=int, default=25)
+    args = parser.parse_args()
+    model = build_decoder_language_model(
+        args.vocabulary, args.length, dim=128, depth=args.depth, mlp_dim=args.mlp
+    )
+    rng = np.random.default_rng(0)
+    batches = [
+        rng.integers(1, args.vocabulary, size=(args.batch, args.length)).astype("int32")
+        for _ in range(args.batches)
+    ]
+    embedding = keras.ops.convert_to_numpy(model.get_layer("output_embedding").kernel)
+    model(batches[0])  # warm up
+
+    start = time.perf_counter()
+    for tokens in batches:
+        keras.ops.convert_to_numpy(model(tokens, training=False))
+    forward = time.perf_counter() - start
+
+    start = time.perf_counter()
+    analyze_memories(model, ((t, t, t > 0) for t in batches), embedding, top_k=args.top_k)
+    analysis = time.perf_counter() - start
+
+    positions = args.batches * args.batch * args.length
+    all_coefficients = args.depth * positions * args.mlp * 4
+    kept = args.depth * args.mlp * args.top_k * (8 + 3 * 8)
+    print(f"{positions} positions, {args.depth} layers x {args.mlp} memories")
+    print(f"forward only (baseline): {forward:.2f} s")
+    print(f"analyze_memories:        {analysis:.2f} s  ratio {analysis / forward:.2f}")
+    print(
+        f"state kept: {kept / 2**20:.1f} MiB vs {all_coefficients / 2**20:.1f} MiB to store "
+        f"every coefficient (ratio {kept / all_coefficients:.3f}, constant in corpus size)"
+    )
+
+
+if __name__ == "__main__":
+    main()

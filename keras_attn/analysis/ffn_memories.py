@@ -1,0 +1,439 @@
+"""Feed-forward layers as key-value memories (Geva et al., EMNLP 2021).
+
+A transformer feed-forward layer `FF(x) = f(x K + b) V + c` is read as a
+memory: the columns of the first kernel `K` are keys, the rows of the
+second kernel `V` are values and `m = f(x K + b)` are the memory
+coefficients. This module extracts keys and values from any Keras model
+whose feed-forward layers are two `Dense` layers, streams a corpus through
+the model batch by batch (memory stays bounded by the top-k tables) and
+computes the paper's statistics: the top-k trigger prefixes of every key,
+the value-to-vocabulary projection and its agreement with the triggers'
+next tokens, the fraction of active memories, how often a layer's
+prediction matches none of its memories', and whether the residual or the
+feed-forward output decides the layer's top prediction.
+
+Reference: Geva, Schuster, Berant, Levy. "Transformer Feed-Forward Layers
+Are Key-Value Memories". EMNLP 2021. https://arxiv.org/abs/2012.14913
+"""
+
+import contextlib
+import dataclasses
+
+import keras
+import numpy as np
+
+from keras_attn.layers import TransformerBlock
+
+
+@dataclasses.dataclass(frozen=True)
+class FeedForwardSite:
+    """One feed-forward layer of a model, seen as key-value memories.
+
+    Args:
+        hidden: the first `Dense` layer. Its output (after its activation)
+            is the memory coefficients; its kernel's columns are the keys.
+        output: the second `Dense` layer; its kernel's rows are the values.
+        residual: optional layer whose input is the residual stream before
+            the feed-forward layer (the pre-norm of a pre-norm block). With
+            `None`, the input of `hidden` is used (post-norm blocks).
+        name: label used in reports.
+
+    Example:
+
+    ```python
+    hidden, output = keras.layers.Dense(8, "relu"), keras.layers.Dense(4)
+    model = keras.Sequential([keras.Input((4,)), hidden, output])
+    site = FeedForwardSite(hidden, output)
+    site.keys.shape, site.values.shape  # ((8, 4), (8, 4))
+    ```
+    """
+
+    hidden: keras.layers.Layer
+    output: keras.layers.Layer
+    residual: keras.layers.Layer | None = None
+    name: str = ""
+
+    @property
+    def keys(self):
+        """`(num_memories, dim)` array: row `i` is key `k_i`."""
+        return keras.ops.convert_to_numpy(self.hidden.kernel).T
+
+    @property
+    def values(self):
+        """`(num_memories, dim)` array: row `i` is value `v_i`."""
+        return keras.ops.convert_to_numpy(self.output.kernel)
+
+
+def transformer_block_sites(model):
+    """The feed-forward layers of every `TransformerBlock` in `model`, in order.
+
+    Args:
+        model: a built Keras model containing `TransformerBlock` layers.
+
+    Returns:
+        list of `FeedForwardSite`, one per block.
+
+    Example:
+
+    ```python
+    sites = transformer_block_sites(build_decoder_language_model(100, 16, depth=2))
+    [site.name for site in sites]  # ['block_0', 'block_1']
+    ```
+    """
+    blocks = [layer for layer in model._flatten_layers() if isinstance(layer, TransformerBlock)]
+    if not blocks:
+        raise ValueError(f"Model `{model.name}` contains no TransformerBlock.")
+    return [
+        FeedForwardSite(
+            block.mlp_hidden,
+            block.mlp_output,
+            residual=block.mlp_norm if block.norm_first else None,
+            name=block.name,
+        )
+        for block in blocks
+    ]
+
+
+def value_top_tokens(site, output_embedding):
+    """The top token of each value's vocabulary distribution `softmax(v_i E)`.
+
+    Args:
+        site: a `FeedForwardSite`.
+        output_embedding: `(dim, vocabulary_size)` array `E`.
+
+    Returns:
+        `(num_memories,)` int array of token ids.
+    """
+    return np.argmax(site.values @ np.asarray(output_embedding), axis=-1)
+
+
+def value_vocabulary_distributions(site, output_embedding):
+    """`p_i = softmax(v_i E)` for every value, `(num_memories, vocabulary_size)`."""
+    logits = site.values @ np.asarray(output_embedding)  # (memories, vocabulary)
+    logits = logits - logits.max(axis=-1, keepdims=True)
+    weights = np.exp(logits)
+    return weights / weights.sum(axis=-1, keepdims=True)
+
+
+@contextlib.contextmanager
+def _recording(layers):
+    """Records `(first input, output)` of each layer's last eager call."""
+    records = {}
+
+    def wrap(layer, original):
+        def call(inputs, *args, **kwargs):
+            outputs = original(inputs, *args, **kwargs)
+            records[id(layer)] = (inputs, outputs)
+            return outputs
+
+        return call
+
+    unique = list({id(layer): layer for layer in layers}.values())
+    for layer in unique:
+        layer.call = wrap(layer, layer.call)
+    try:
+        yield records
+    finally:
+        for layer in unique:
+            del layer.call
+
+
+def _run_sites(model, inputs, sites):
+    """Runs `model` on one batch; per site `(residual, coefficients, ffn_output)` numpy."""
+    watched = [layer for site in sites for layer in (site.hidden, site.output, site.residual)]
+    with _recording([layer for layer in watched if layer is not None]) as records:
+        model(inputs, training=False)
+    results = []
+    for site in sites:
+        hidden_input, coefficients = records[id(site.hidden)]
+        _, ffn_output = records[id(site.output)]
+        residual = records[id(site.residual)][0] if site.residual is not None else hidden_input
+        results.append(
+            tuple(keras.ops.convert_to_numpy(t) for t in (residual, coefficients, ffn_output))
+        )
+    return results
+
+
+def memory_coefficients(model, inputs, sites=None):
+    """Memory coefficients `m = f(x K + b)` of every site for one batch.
+
+    Args:
+        model: a Keras model; it is called eagerly on `inputs`.
+        inputs: one batch of model inputs.
+        sites: list of `FeedForwardSite`; every `TransformerBlock` by default.
+
+    Returns:
+        list of `(batch, length, num_memories)` numpy arrays, one per site.
+    """
+    sites = transformer_block_sites(model) if sites is None else sites
+    return [coefficients for _, coefficients, _ in _run_sites(model, inputs, sites)]
+
+
+@dataclasses.dataclass
+class MemoryAnalysis:
+    """Per-layer results of `analyze_memories`.
+
+    Lists hold one entry per site. Trigger tables are `(num_memories, top_k)`
+    and sorted by decreasing coefficient; a slot that never got a valid
+    position has score `-inf` and example `-1`.
+
+    Attributes:
+        site_names: list of site names.
+        trigger_scores: lists of the top coefficients of each key.
+        trigger_examples: global index of the example (sequence) of each trigger.
+        trigger_positions: position in that example where the prefix ends.
+        trigger_next_tokens: the token that follows each trigger prefix.
+        value_top_tokens: `(num_memories,)` top token of each value.
+        agreement_rate: `(layers,)` share of keys whose value's top token is
+            the next token of the key's top trigger.
+        shuffled_agreement_rate: `(layers,)` the same with the keys' triggers
+            randomly permuted within the layer (an empirical chance level).
+        random_baseline: float, `1 / vocabulary_size`.
+        active_fraction: `(layers,)` mean share of memories with `m_i > 0`.
+        zero_agreement_rate: `(layers,)` share of positions where the top
+            token of the layer's memory sum `sum_i m_i v_i` (projected with
+            `E`, like the values) is the top token of no active memory.
+        residual_kept: `(layers,)` share of positions where the top token of
+            the layer output (residual + feed-forward output, through
+            `readout`) equals the residual's.
+        ffn_override: `(layers,)` share where it equals the feed-forward
+            output's and not the residual's.
+        compromise: `(layers,)` share where it equals neither.
+        num_examples: int, sequences seen.
+        num_positions: int, valid positions seen.
+    """
+
+    site_names: list
+    trigger_scores: list
+    trigger_examples: list
+    trigger_positions: list
+    trigger_next_tokens: list
+    value_top_tokens: list
+    agreement_rate: np.ndarray
+    shuffled_agreement_rate: np.ndarray
+    random_baseline: float
+    active_fraction: np.ndarray
+    zero_agreement_rate: np.ndarray
+    residual_kept: np.ndarray
+    ffn_override: np.ndarray
+    compromise: np.ndarray
+    num_examples: int
+    num_positions: int
+
+    def trigger_prefixes(self, layer, key, sequences):
+        """The top trigger prefixes of one key, best first.
+
+        Args:
+            layer: int, site index.
+            key: int, memory index.
+            sequences: indexable by the global example index (the batches'
+                examples in order), each a sequence of tokens.
+
+        Returns:
+            list of `(prefix, next_token, score)`; `prefix` is
+            `sequences[example][: position + 1]`.
+        """
+        rows = zip(
+            self.trigger_examples[layer][key],
+            self.trigger_positions[layer][key],
+            self.trigger_next_tokens[layer][key],
+            self.trigger_scores[layer][key],
+            strict=True,
+        )
+        return [
+            (sequences[example][: position + 1], int(token), float(score))
+            for example, position, token, score in rows
+            if example >= 0
+        ]
+
+    def summary(self):
+        """JSON-friendly dict of the per-layer statistics."""
+        return {
+            "layers": list(self.site_names),
+            "agreement_rate": self.agreement_rate.tolist(),
+            "shuffled_agreement_rate": self.shuffled_agreement_rate.tolist(),
+            "random_baseline": self.random_baseline,
+            "active_fraction": self.active_fraction.tolist(),
+            "zero_agreement_rate": self.zero_agreement_rate.tolist(),
+            "residual_kept": self.residual_kept.tolist(),
+            "ffn_override": self.ffn_override.tolist(),
+            "compromise": self.compromise.tolist(),
+            "num_examples": self.num_examples,
+            "num_positions": self.num_positions,
+        }
+
+
+class _TopK:
+    """Running per-key top-k of `(score, example, position, next token)`."""
+
+    def __init__(self, num_keys, k):
+        self.scores = np.full((num_keys, k), -np.inf)
+        self.examples = np.full((num_keys, k), -1, dtype=np.int64)
+        self.positions = np.full((num_keys, k), -1, dtype=np.int64)
+        self.next_tokens = np.full((num_keys, k), -1, dtype=np.int64)
+
+    def update(self, coefficients, valid, next_tokens, first_example):
+        """Adds one batch: coefficients `(batch, length, keys)`."""
+        masked = np.where(valid[..., None], coefficients, -np.inf)  # (batch, length, keys)
+        positions = masked.argmax(axis=1)  # (batch, keys)
+        scores = np.take_along_axis(masked, positions[:, None], axis=1)[:, 0]  # (batch, keys)
+        batch = np.arange(coefficients.shape[0])[:, None]
+        candidates = (
+            (self.scores, scores.T),
+            (self.examples, np.broadcast_to(first_example + batch, scores.shape).T),
+            (self.positions, positions.T),
+            (self.next_tokens, next_tokens[batch, positions].T),
+        )
+        merged = [np.concatenate(pair, axis=1) for pair in candidates]  # (keys, k + batch)
+        # Stable sort: among equal scores the earlier example wins.
+        order = np.argsort(-merged[0], axis=1, kind="stable")[:, : self.scores.shape[1]]
+        self.scores, self.examples, self.positions, self.next_tokens = (
+            np.take_along_axis(table, order, axis=1) for table in merged
+        )
+        self.examples = np.where(np.isfinite(self.scores), self.examples, -1)
+
+
+def _split_batch(batch):
+    if not isinstance(batch, (tuple, list)) or len(batch) not in (2, 3):
+        raise ValueError(
+            "Each batch must be `(inputs, next_tokens)` or `(inputs, next_tokens, valid)`. "
+            f"Received: batch of type {type(batch).__name__}"
+        )
+    inputs, next_tokens = batch[0], np.asarray(batch[1])
+    valid = np.asarray(batch[2], bool) if len(batch) == 3 else np.ones(next_tokens.shape, bool)
+    return inputs, next_tokens, valid
+
+
+def analyze_memories(model, batches, output_embedding, sites=None, top_k=25, readout=None, seed=0):
+    """Streams a corpus through `model` and computes the key-value memory statistics.
+
+    Only the per-key top-k tables and a few counters are kept, so memory does
+    not grow with the corpus.
+
+    Args:
+        model: a Keras model, called eagerly on each batch's inputs.
+        batches: iterable of `(inputs, next_tokens)` or
+            `(inputs, next_tokens, valid)`: `next_tokens` is `(batch, length)`,
+            the token that follows each position; `valid` is a boolean
+            `(batch, length)` array of the positions to use (padding off).
+        output_embedding: `(dim, vocabulary_size)` array `E` used to project
+            values (`softmax(v_i E)`) and hidden states to the vocabulary.
+        sites: list of `FeedForwardSite`; every `TransformerBlock` by default.
+        top_k: int, trigger examples kept per key.
+        readout: optional callable from `(n, dim)` hidden states to
+            `(n, vocabulary_size)` logits for the layer-level statistics
+            (for example the final layer norm followed by `E`). Defaults to
+            `h @ E`. Values are always projected with `E` alone.
+        seed: int, seed of the permutation of the shuffled baseline.
+
+    Returns:
+        A `MemoryAnalysis`.
+
+    Example:
+
+    ```python
+    analysis = analyze_memories(model, [(tokens, next_tokens)], embedding, top_k=5)
+    analysis.agreement_rate, analysis.active_fraction
+    ```
+    """
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+        raise ValueError(f"`top_k` must be a positive integer. Received: top_k={top_k!r}")
+    sites = transformer_block_sites(model) if sites is None else list(sites)
+    embedding = np.asarray(output_embedding)
+    values = [site.values for site in sites]
+    biases = [_output_bias(site) for site in sites]
+    value_tops = [np.argmax(v @ embedding, axis=-1) for v in values]
+    tables = [_TopK(site.keys.shape[0], top_k) for site in sites]
+    counts = np.zeros((len(sites), 5))  # active, zero agreement, kept, override, compromise
+    num_examples = num_positions = 0
+    for batch in batches:
+        inputs, next_tokens, valid = _split_batch(batch)
+        for index, (residual, coefficients, ffn_output) in enumerate(
+            _run_sites(model, inputs, sites)
+        ):
+            tables[index].update(coefficients, valid, next_tokens, num_examples)
+            counts[index] += _position_counts(
+                residual[valid],
+                coefficients[valid],
+                ffn_output[valid],
+                (values[index], biases[index], embedding, value_tops[index]),
+                readout,
+            )
+        num_examples += len(next_tokens)
+        num_positions += int(valid.sum())
+    rates = counts / max(num_positions, 1)
+    agreement, shuffled = _agreement(tables, value_tops, np.random.default_rng(seed))
+    return MemoryAnalysis(
+        site_names=[site.name for site in sites],
+        trigger_scores=[t.scores for t in tables],
+        trigger_examples=[t.examples for t in tables],
+        trigger_positions=[t.positions for t in tables],
+        trigger_next_tokens=[t.next_tokens for t in tables],
+        value_top_tokens=value_tops,
+        agreement_rate=agreement,
+        shuffled_agreement_rate=shuffled,
+        random_baseline=1.0 / embedding.shape[-1],
+        active_fraction=rates[:, 0],
+        zero_agreement_rate=rates[:, 1],
+        residual_kept=rates[:, 2],
+        ffn_override=rates[:, 3],
+        compromise=rates[:, 4],
+        num_examples=num_examples,
+        num_positions=num_positions,
+    )
+
+
+def _position_counts(residual, coefficients, ffn_output, site_data, readout):
+    """Counts over valid positions (rows): active memories and prediction matches."""
+    values, bias, embedding, value_tops = site_data
+    if len(coefficients) == 0:
+        return np.zeros(5)
+    active = coefficients > 0  # (positions, memories)
+    if readout is None:  # Linear readout: reuse the projections.
+        residual_logits = residual @ embedding  # (positions, vocabulary)
+        ffn_logits = ffn_output @ embedding
+        output_logits = residual_logits + ffn_logits
+        memory_logits = ffn_logits - bias @ embedding  # (sum_i m_i v_i) E
+    else:
+        residual_logits, ffn_logits, output_logits = (
+            keras.ops.convert_to_numpy(readout(h))
+            for h in (residual, ffn_output, residual + ffn_output)
+        )
+        memory_logits = (coefficients @ values) @ embedding
+    memory_top = np.argmax(memory_logits, axis=-1)
+    matches_a_memory = np.any(active & (value_tops[None] == memory_top[:, None]), axis=1)
+    residual_top, ffn_top, output_top = (
+        np.argmax(logits, axis=-1) for logits in (residual_logits, ffn_logits, output_logits)
+    )
+    kept = output_top == residual_top
+    override = ~kept & (output_top == ffn_top)
+    return np.array(
+        [
+            active.mean(axis=1).sum(),
+            np.sum(~matches_a_memory),
+            np.sum(kept),
+            np.sum(override),
+            np.sum(~kept & ~override),
+        ]
+    )
+
+
+def _output_bias(site):
+    """The second layer's bias, or zeros: `FF(x) = sum_i m_i v_i + bias`."""
+    bias = getattr(site.output, "bias", None)
+    if bias is None:
+        return np.zeros(site.values.shape[1], np.float32)
+    return keras.ops.convert_to_numpy(bias)
+
+
+def _agreement(tables, value_tops, rng):
+    agreement, shuffled = [], []
+    for table, tops in zip(tables, value_tops, strict=True):
+        has_trigger = table.examples[:, 0] >= 0
+        next_token = table.next_tokens[:, 0]
+        agreement.append(np.mean((tops == next_token)[has_trigger]) if has_trigger.any() else 0.0)
+        permuted = rng.permutation(np.flatnonzero(has_trigger))
+        shuffled.append(
+            np.mean(tops[permuted] == next_token[has_trigger]) if has_trigger.any() else 0.0
+        )
+    return np.asarray(agreement, float), np.asarray(shuffled, float)

@@ -1,0 +1,416 @@
+"""How transformers learn topic structure (Li, Li & Risteski, ICML 2023).
+
+Documents are drawn from a latent Dirichlet allocation (LDA) model whose
+topics own disjoint sets of words. A one-layer, one-head attention model
+without residual connection or feed-forward layer is trained with masked
+language modelling. The paper shows that the word embeddings and the value
+matrix learn the topic blocks first, and the attention then moves from
+uniform to same-topic words: at the end a word attends more than `1/n`
+to each same-topic word and less than `1/n` to each other word.
+
+This module has the data generator, the model (on the library's
+`MultiHeadSelfAttention`), the statistics and a callback that records them
+during training.
+
+Reference: Li, Li, Risteski. "How Do Transformers Learn Topic Structure:
+Towards a Mechanistic Understanding". ICML 2023.
+https://arxiv.org/abs/2303.04245
+"""
+
+import dataclasses
+
+import keras
+import numpy as np
+
+from keras_attn.layers import MultiHeadSelfAttention
+
+PAD_ID = 0
+"""Padding token id (masked out of the attention)."""
+
+MASK_ID = 1
+"""Id of the `[MASK]` token."""
+
+FIRST_WORD_ID = 2
+"""Id of the first word; word `w` of topic `t` is `FIRST_WORD_ID + t * words_per_topic + w`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicCorpus:
+    """Documents drawn from the LDA model.
+
+    Attributes:
+        tokens: `(num_documents, max_length)` int32 token ids, padded with
+            `PAD_ID` at the end.
+        lengths: `(num_documents,)` document lengths.
+        topic_proportions: `(num_documents, num_topics)` the sampled θ.
+        num_topics: int.
+        words_per_topic: int.
+    """
+
+    tokens: np.ndarray
+    lengths: np.ndarray
+    topic_proportions: np.ndarray
+    num_topics: int
+    words_per_topic: int
+
+    @property
+    def vocabulary_size(self):
+        """Number of token ids: padding, `[MASK]` and the words."""
+        return FIRST_WORD_ID + self.num_topics * self.words_per_topic
+
+    @property
+    def word_topics(self):
+        """`(vocabulary_size,)` topic of each token id; -1 for padding and `[MASK]`."""
+        topics = np.full(self.vocabulary_size, -1)
+        topics[FIRST_WORD_ID:] = np.arange(self.num_topics * self.words_per_topic) // (
+            self.words_per_topic
+        )
+        return topics
+
+
+def generate_lda_documents(
+    num_documents,
+    num_topics=10,
+    words_per_topic=10,
+    alpha=0.1,
+    length_range=(100, 150),
+    seed=0,
+):
+    """Samples documents from the LDA model of the paper.
+
+    Each topic is uniform over its own `words_per_topic` words (topics do not
+    share words). A document draws θ ~ Dirichlet(α), a length uniformly in
+    `length_range` (both ends included), then for each word a topic from θ
+    and a word of that topic.
+
+    Args:
+        num_documents: int, documents to draw (10,000 per split in the paper).
+        num_topics: int, number of topics (10).
+        words_per_topic: int, words owned by each topic (10).
+        alpha: float, Dirichlet concentration (0.1).
+        length_range: `(min, max)` document length (100, 150).
+        seed: int, seed of the generator.
+
+    Returns:
+        A `TopicCorpus`.
+
+    Example:
+
+    >>> corpus = generate_lda_documents(4, seed=1)
+    >>> corpus.tokens.shape, corpus.vocabulary_size
+    ((4, 150), 102)
+    """
+    for argument, value in (
+        ("num_documents", num_documents),
+        ("num_topics", num_topics),
+        ("words_per_topic", words_per_topic),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(
+                f"`{argument}` must be a positive integer. Received: {argument}={value!r}"
+            )
+    if not alpha > 0:
+        raise ValueError(f"`alpha` must be positive. Received: alpha={alpha!r}")
+    low, high = length_range
+    if not 1 <= low <= high:
+        raise ValueError(
+            f"`length_range` must be (min, max) with 1 <= min <= max. "
+            f"Received: length_range={length_range!r}"
+        )
+    rng = np.random.default_rng(seed)
+    theta = rng.dirichlet(np.full(num_topics, alpha), size=num_documents)  # (docs, topics)
+    lengths = rng.integers(low, high + 1, size=num_documents)
+    tokens = np.full((num_documents, high), PAD_ID, dtype=np.int32)
+    for index, (proportions, length) in enumerate(zip(theta, lengths, strict=True)):
+        topics = rng.choice(num_topics, size=length, p=proportions)
+        words = rng.integers(0, words_per_topic, size=length)
+        tokens[index, :length] = FIRST_WORD_ID + topics * words_per_topic + words
+    return TopicCorpus(tokens, lengths, theta, num_topics, words_per_topic)
+
+
+def mask_tokens(tokens, vocabulary_size, rng, rate=0.15):
+    """BERT-style masking: `rate` of the words become targets (80/10/10).
+
+    Of the chosen positions, 80% show `[MASK]`, 10% a random word and 10%
+    the original word. Padding is never chosen.
+
+    Args:
+        tokens: `(batch, length)` int token ids.
+        vocabulary_size: int, to draw random words in `[FIRST_WORD_ID, vocabulary_size)`.
+        rng: `numpy.random.Generator`.
+        rate: float in (0, 1), share of words to predict.
+
+    Returns:
+        `(inputs, targets, weights)`: the corrupted tokens, the original
+        tokens, and float32 weights that are 1 at the chosen positions.
+    """
+    if not 0.0 < rate < 1.0:
+        raise ValueError(f"`rate` must be in (0, 1). Received: rate={rate!r}")
+    tokens = np.asarray(tokens)
+    chosen = (rng.random(tokens.shape) < rate) & (tokens != PAD_ID)
+    draw = rng.random(tokens.shape)
+    random_words = rng.integers(FIRST_WORD_ID, vocabulary_size, size=tokens.shape)
+    inputs = np.where(chosen & (draw < 0.8), MASK_ID, tokens)
+    inputs = np.where(chosen & (draw >= 0.8) & (draw < 0.9), random_words, inputs)
+    return inputs.astype(np.int32), tokens.astype(np.int32), chosen.astype(np.float32)
+
+
+def build_topic_model(vocabulary_size, dim=None, name="topic_model"):
+    """The paper's one-layer, one-head masked language model.
+
+    `logits = Dense(attention(Embedding(tokens)))`: no residual connection,
+    no feed-forward layer, no layer norm. The attention is the library's
+    `MultiHeadSelfAttention` (one head of size `dim`, no biases); its value
+    and output kernels together play the paper's `W_v`.
+
+    Args:
+        vocabulary_size: int, number of token ids.
+        dim: int, embedding and head size. Defaults to `vocabulary_size`,
+            as in the official configuration.
+        name: model name.
+
+    Returns:
+        A `keras.Model` from `(batch, length)` token ids to
+        `(batch, length, vocabulary_size)` logits, with layers
+        `token_embedding`, `attention` and `decoder`.
+
+    Example:
+
+    >>> model = build_topic_model(102, dim=16)
+    >>> model(np.full((2, 5), 3, "int32")).shape
+    (2, 5, 102)
+    """
+    dim = dim or vocabulary_size
+    tokens = keras.Input(shape=(None,), dtype="int32", name="tokens")
+    x = keras.layers.Embedding(vocabulary_size, dim, mask_zero=True, name="token_embedding")(
+        tokens
+    )  # (batch, length, dim)
+    x = MultiHeadSelfAttention(1, dim, use_bias=False, name="attention")(x)
+    logits = keras.layers.Dense(vocabulary_size, use_bias=False, name="decoder")(x)
+    return keras.Model(tokens, logits, name=name)
+
+
+def value_word_matrix(model):
+    """`(vocabulary, vocabulary)` map from a key word to the logits it adds.
+
+    `M = E W_v W_o D`: row `j` is how much attending fully to word `j`
+    raises each output logit. Its topic blocks are the paper's `W_v` block
+    structure seen through the embedding and decoder.
+    """
+    embedding = keras.ops.convert_to_numpy(model.get_layer("token_embedding").embeddings)
+    attention = model.get_layer("attention")
+    value = keras.ops.convert_to_numpy(attention.value_dense.kernel)[:, 0]  # (dim, head_dim)
+    output = keras.ops.convert_to_numpy(attention.output_dense.kernel)[0]  # (head_dim, dim)
+    decoder = keras.ops.convert_to_numpy(model.get_layer("decoder").kernel)  # (dim, vocab)
+    return embedding @ value @ output @ decoder
+
+
+def _pair_means(matrix, topics):
+    """Mean over same-topic pairs (off the diagonal) and over different-topic pairs."""
+    words = np.flatnonzero(topics >= 0)
+    block = matrix[np.ix_(words, words)]
+    same = topics[words][:, None] == topics[words][None, :]
+    off_diagonal = ~np.eye(len(words), dtype=bool)
+    return float(block[same & off_diagonal].mean()), float(block[~same].mean())
+
+
+def block_gap(matrix, topics):
+    """`(mean same-topic entry - mean different-topic entry) / std of all entries`.
+
+    Args:
+        matrix: `(vocabulary, vocabulary)` array over token ids.
+        topics: `(vocabulary,)` topic of each id, -1 for special tokens.
+
+    Returns:
+        float; 0 when the matrix has no topic structure.
+    """
+    words = np.flatnonzero(topics >= 0)
+    same, different = _pair_means(matrix, topics)
+    scale = matrix[np.ix_(words, words)].std()
+    return (same - different) / scale if scale > 0 else 0.0
+
+
+def attention_topic_statistics(attention_weights, tokens, topics):
+    """Mean attention a word pays to one same-topic and one different-topic word.
+
+    For every query word, the weights on the other words of the document
+    (itself excluded) are averaged separately over keys of the query's
+    topic and keys of other topics; these are then averaged over queries.
+    Uniform attention gives `1/n` to every key.
+
+    Args:
+        attention_weights: `(batch, length, length)` weights of one head.
+        tokens: `(batch, length)` token ids (padding is `PAD_ID`).
+        topics: `(vocabulary,)` topic of each id, -1 for special tokens.
+
+    Returns:
+        dict with `same_topic`, `different_topic` and `uniform` (mean `1/n`).
+    """
+    weights = np.asarray(attention_weights, dtype=np.float64)
+    token_topics = topics[np.asarray(tokens)]  # (batch, length)
+    is_word = token_topics >= 0
+    pair = is_word[:, :, None] & is_word[:, None, :]
+    pair &= ~np.eye(tokens.shape[1], dtype=bool)[None]  # (batch, length, length)
+    same = pair & (token_topics[:, :, None] == token_topics[:, None, :])
+    different = pair & ~same
+
+    def mean_per_query(selection):
+        counts = selection.sum(axis=-1)  # (batch, length)
+        totals = (weights * selection).sum(axis=-1)
+        has_keys = counts > 0
+        return float((totals[has_keys] / counts[has_keys]).mean()) if has_keys.any() else np.nan
+
+    lengths = np.sum(np.asarray(tokens) != PAD_ID, axis=1)
+    return {
+        "same_topic": mean_per_query(same),
+        "different_topic": mean_per_query(different),
+        "uniform": float(np.mean(1.0 / lengths)),
+    }
+
+
+def topic_statistics(model, tokens, topics):
+    """All statistics of the trained model on a batch of clean documents.
+
+    Args:
+        model: a model from `build_topic_model`.
+        tokens: `(batch, length)` token ids, unmasked.
+        topics: `(vocabulary,)` topic of each token id, -1 for special ids.
+
+    Returns:
+        dict: `embedding_same_topic` / `embedding_different_topic` (mean
+        inner product of word embeddings), `attention_same_topic` /
+        `attention_different_topic` / `attention_uniform`, and
+        `value_block_gap` (`block_gap` of `value_word_matrix`).
+    """
+    embedding_layer = model.get_layer("token_embedding")
+    embedding = keras.ops.convert_to_numpy(embedding_layer.embeddings)
+    same, different = _pair_means(embedding @ embedding.T, topics)
+    x = embedding_layer(tokens)  # (batch, length, dim)
+    _, scores = model.get_layer("attention")(
+        x, mask=np.asarray(tokens) != PAD_ID, return_attention_scores=True
+    )  # (batch, 1, length, length)
+    attention = attention_topic_statistics(keras.ops.convert_to_numpy(scores)[:, 0], tokens, topics)
+    return {
+        "embedding_same_topic": same,
+        "embedding_different_topic": different,
+        "attention_same_topic": attention["same_topic"],
+        "attention_different_topic": attention["different_topic"],
+        "attention_uniform": attention["uniform"],
+        "value_block_gap": float(block_gap(value_word_matrix(model), topics)),
+    }
+
+
+class TopicStatisticsCallback(keras.callbacks.Callback):
+    """Records `topic_statistics` during training, at the given steps.
+
+    Args:
+        tokens: `(batch, length)` clean documents to measure attention on.
+        topics: `(vocabulary,)` topic of each token id.
+        steps: iterable of training steps (optimizer updates) after which to
+            record; step 0 is before the first update.
+
+    Attributes:
+        history: list of dicts, each with `step` and the statistics.
+
+    Example:
+
+    ```python
+    callback = TopicStatisticsCallback(corpus.tokens[:32], corpus.word_topics, range(0, 200, 10))
+    model.fit(inputs, targets, sample_weight=weights, callbacks=[callback])
+    callback.history[-1]["attention_same_topic"]
+    ```
+    """
+
+    def __init__(self, tokens, topics, steps):
+        super().__init__()
+        self.steps = {int(step) for step in steps}
+        if not self.steps or min(self.steps) < 0:
+            raise ValueError(
+                f"`steps` must be non-empty and non-negative. Received: steps={sorted(self.steps)}"
+            )
+        self.tokens = np.asarray(tokens)
+        self.topics = np.asarray(topics)
+        self.history = []
+        self.step = 0
+
+    def _record_if_scheduled(self):
+        if self.step in self.steps and self.step not in {r["step"] for r in self.history}:
+            statistics = topic_statistics(self.model, self.tokens, self.topics)
+            self.history.append({"step": self.step, **statistics})
+
+    def on_train_begin(self, logs=None):
+        self._record_if_scheduled()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += 1
+        self._record_if_scheduled()
+
+
+def train_topic_model(
+    corpus,
+    probe_tokens,
+    epochs,
+    batch_size=40,
+    learning_rate=0.01,
+    record_steps=None,
+    dim=None,
+    seed=0,
+):
+    """Trains `build_topic_model` with masked language modelling, recording statistics.
+
+    Uses the official configuration: Adam, learning rate 0.01, batch 40,
+    15% masking (80/10/10) drawn afresh every epoch, loss on the masked
+    positions only.
+
+    Args:
+        corpus: a `TopicCorpus` to train on.
+        probe_tokens: `(batch, length)` held-out clean documents for the statistics.
+        epochs: int, passes over the corpus.
+        batch_size: int.
+        learning_rate: float, Adam learning rate.
+        record_steps: steps at which to record the statistics. Defaults to
+            every 2 steps for the first 100, then 20 per epoch.
+        dim: int, model width (defaults to the vocabulary size).
+        seed: int, seed of the weights and the masking.
+
+    Returns:
+        `(model, history)`: the trained model and the list of recorded
+        statistics (see `TopicStatisticsCallback`).
+
+    Example:
+
+    ```python
+    corpus = generate_lda_documents(2000)
+    probe = generate_lda_documents(64, seed=1)
+    model, history = train_topic_model(corpus, probe.tokens, epochs=2)
+    ```
+    """
+    keras.utils.set_random_seed(seed)
+    steps_per_epoch = -(-len(corpus.tokens) // batch_size)
+    total = epochs * steps_per_epoch
+    if record_steps is None:
+        record_steps = [
+            *range(0, min(total, 100), 2),
+            *range(0, total + 1, max(1, steps_per_epoch // 20)),
+        ]
+    model = build_topic_model(corpus.vocabulary_size, dim=dim)
+    model.compile(
+        keras.optimizers.Adam(learning_rate),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=True,
+    )
+    callback = TopicStatisticsCallback(probe_tokens, corpus.word_topics, [*record_steps, total])
+    rng = np.random.default_rng(seed)
+    for _ in range(epochs):
+        inputs, targets, weights = mask_tokens(corpus.tokens, corpus.vocabulary_size, rng)
+        model.fit(
+            inputs,
+            targets,
+            sample_weight=weights,
+            batch_size=batch_size,
+            epochs=1,
+            shuffle=True,
+            verbose=0,
+            callbacks=[callback],
+        )
+    return model, sorted(callback.history, key=lambda record: record["step"])

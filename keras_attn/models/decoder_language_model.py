@@ -1,0 +1,84 @@
+"""A small word-level decoder-only language model.
+
+Token embedding, learned positions, pre-norm causal `TransformerBlock`s on
+the library's attention core (ReLU feed-forward layers, as in the language
+model Geva et al. (2021) analyse), a final layer norm and an untied output
+embedding. It is the model `keras-attn reproduce ffn-memories` trains.
+"""
+
+import keras
+
+from keras_attn.layers import PositionEmbedding, TransformerBlock
+
+
+def build_decoder_language_model(
+    vocabulary_size,
+    max_length,
+    dim=128,
+    depth=4,
+    num_heads=4,
+    mlp_dim=512,
+    dropout=0.0,
+    activation="relu",
+    name="decoder_language_model",
+):
+    """Builds a causal transformer language model as a functional Keras model.
+
+    Token id 0 is padding: it is masked out of the attention, and padded
+    sequences must put it at the end.
+
+    Args:
+        vocabulary_size: int, number of token ids (including padding 0).
+        max_length: int, longest input sequence.
+        dim: int, model width.
+        depth: int, number of transformer blocks.
+        num_heads: int, attention heads per block.
+        mlp_dim: int, hidden size of each feed-forward layer (the number of
+            key-value memories per layer).
+        dropout: float, dropout in the blocks.
+        activation: activation of the feed-forward hidden layer.
+        name: model name.
+
+    Returns:
+        A `keras.Model` from `(batch, length)` int token ids to
+        `(batch, length, vocabulary_size)` next-token logits. Its blocks are
+        the layers named `block_0`, `block_1`, ..., the final norm is
+        `final_norm` and the output embedding is the Dense layer
+        `output_embedding` (kernel `(dim, vocabulary_size)`).
+
+    Example:
+
+    >>> model = build_decoder_language_model(50, 8, dim=16, depth=2, num_heads=2, mlp_dim=32)
+    >>> model(np.ones((2, 8), "int32")).shape
+    (2, 8, 50)
+
+    References:
+        - [Geva et al., 2021](https://arxiv.org/abs/2012.14913)
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+    """
+    for argument, value in (
+        ("vocabulary_size", vocabulary_size),
+        ("max_length", max_length),
+        ("depth", depth),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(
+                f"`{argument}` must be a positive integer. Received: {argument}={value!r}"
+            )
+    tokens = keras.Input(shape=(None,), dtype="int32", name="tokens")
+    x = keras.layers.Embedding(vocabulary_size, dim, mask_zero=True, name="token_embedding")(
+        tokens
+    )  # (batch, length, dim)
+    x = PositionEmbedding(max_length, name="position_embedding")(x)
+    for index in range(depth):
+        x = TransformerBlock(
+            num_heads,
+            mlp_dim,
+            dropout=dropout,
+            activation=activation,
+            attention_kwargs={"attention_pattern": "causal"},
+            name=f"block_{index}",
+        )(x)
+    x = keras.layers.LayerNormalization(epsilon=1e-6, name="final_norm")(x)
+    logits = keras.layers.Dense(vocabulary_size, name="output_embedding")(x)
+    return keras.Model(tokens, logits, name=name)

@@ -1,0 +1,196 @@
+"""Feed-forward layers are key-value memories (Geva et al., 2021) on Jane Austen.
+
+Trains the library's small word-level decoder language model on sentences
+from Jane Austen's six novels (Debian `r-cran-janeaustenr`), then streams
+the training sentences through it and measures, per layer: the agreement
+between each value's top token and the next token of its key's top trigger
+(against a shuffled and a `1/V` baseline), the share of active memories,
+how often the layer's prediction matches no active memory, and whether the
+residual or the feed-forward output decides the layer's top prediction.
+"""
+
+import collections
+import time
+
+import keras
+import numpy as np
+
+from keras_attn.analysis.ffn_memories import analyze_memories, transformer_block_sites
+from keras_attn.datasets.jane_austen import (
+    load_jane_austen,
+    split_chapters,
+    split_sentences,
+    split_words,
+)
+from keras_attn.models.decoder_language_model import build_decoder_language_model
+from keras_attn.utils import is_small_run, write_results
+
+NAME = "ffn-memories"
+HELP = "Key-value memories in the feed-forward layers of a word-level LM on Jane Austen."
+
+PAD, UNKNOWN = 0, 1
+SETTINGS = {
+    # Vocabulary size, sentence length, model width / depth / heads / FFN size, epochs,
+    # sentences used (None: all) and sentences analysed.
+    "small": dict(vocabulary=2000, length=16, dim=32, depth=2, heads=2, mlp=128, epochs=1,
+                  sentences=1500, analysed=600),
+    "fast": dict(vocabulary=5000, length=24, dim=64, depth=4, heads=4, mlp=256, epochs=2,
+                 sentences=12000, analysed=4000),
+    "full": dict(vocabulary=8000, length=24, dim=96, depth=6, heads=4, mlp=384, epochs=3,
+                 sentences=None, analysed=10000),
+}  # fmt: skip
+
+
+def add_arguments(parser):
+    parser.add_argument("--seed", type=int, default=0, help="seed of the weights and the split")
+    parser.add_argument("--top-k", type=int, default=25, help="trigger examples kept per key")
+
+
+def run(args):
+    setting = "small" if is_small_run() else "full" if args.full else "fast"
+    config = SETTINGS[setting]
+    keras.utils.set_random_seed(args.seed)
+    start = time.time()
+    sentences = _sentences(config["sentences"], args.seed)
+    vocabulary = _vocabulary(sentences, config["vocabulary"])
+    inputs, next_tokens = _encode(sentences, vocabulary, config["length"])
+    split = int(0.95 * len(inputs))
+    model = _train(inputs[:split], next_tokens[:split], config)
+    held_out = _perplexity(model, inputs[split:], next_tokens[split:])
+    analysed = slice(0, min(split, config["analysed"]))
+    analysis = _analyse(model, inputs[analysed], next_tokens[analysed], args.top_k)
+    words = np.array(["<pad>", "<unk>", *vocabulary])
+    results = {
+        "setting": setting,
+        "config": config,
+        "corpus": {"sentences": len(inputs), "vocabulary": len(words)},
+        "held_out_perplexity": held_out,
+        **analysis.summary(),
+        "examples": _examples(analysis, inputs[analysed], words),
+        "seconds": round(time.time() - start, 1),
+    }
+    return write_results(args.out, NAME, results, _figure(analysis))
+
+
+def _sentences(limit, seed):
+    novels = load_jane_austen()
+    sentences = [
+        words
+        for lines in novels.values()
+        for chapter in split_chapters(lines)
+        for sentence in split_sentences(chapter)
+        if len(words := split_words(sentence)) >= 3
+    ]
+    order = np.random.default_rng(seed).permutation(len(sentences))
+    return [sentences[i] for i in order[:limit]]
+
+
+def _vocabulary(sentences, size):
+    counts = collections.Counter(word for sentence in sentences for word in sentence)
+    return [word for word, _ in counts.most_common(size - 2)]
+
+
+def _encode(sentences, vocabulary, length):
+    """Token ids: inputs are words `0..n-2`, next tokens words `1..n-1`, padded with 0."""
+    ids = {word: index + 2 for index, word in enumerate(vocabulary)}
+    encoded = np.full((len(sentences), length + 1), PAD, dtype=np.int32)
+    for row, sentence in enumerate(sentences):
+        tokens = [ids.get(word, UNKNOWN) for word in sentence[: length + 1]]
+        encoded[row, : len(tokens)] = tokens
+    return encoded[:, :-1], encoded[:, 1:]
+
+
+def _train(inputs, next_tokens, config):
+    model = build_decoder_language_model(
+        config["vocabulary"],
+        config["length"],
+        dim=config["dim"],
+        depth=config["depth"],
+        num_heads=config["heads"],
+        mlp_dim=config["mlp"],
+    )
+    model.compile(
+        keras.optimizers.Adam(1e-3),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=PAD),
+        jit_compile=True,
+    )
+    model.fit(inputs, next_tokens, batch_size=64, epochs=config["epochs"], verbose=0)
+    return model
+
+
+def _perplexity(model, inputs, next_tokens):
+    logits = keras.ops.convert_to_numpy(model.predict(inputs, batch_size=256, verbose=0))
+    logits = logits - logits.max(axis=-1, keepdims=True)
+    log_probs = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+    picked = np.take_along_axis(log_probs, next_tokens[..., None], axis=-1)[..., 0]
+    valid = next_tokens != PAD
+    return float(np.exp(-picked[valid].mean()))
+
+
+def _analyse(model, inputs, next_tokens, top_k):
+    final_norm = model.get_layer("final_norm")
+    output = model.get_layer("output_embedding")
+    embedding = keras.ops.convert_to_numpy(output.kernel)  # (dim, vocabulary)
+    bias = keras.ops.convert_to_numpy(output.bias)
+
+    def readout(hidden):
+        return keras.ops.convert_to_numpy(final_norm(hidden)) @ embedding + bias
+
+    batches = (
+        (inputs[i : i + 128], next_tokens[i : i + 128], next_tokens[i : i + 128] != PAD)
+        for i in range(0, len(inputs), 128)
+    )
+    sites = transformer_block_sites(model)
+    return analyze_memories(model, batches, embedding, sites=sites, top_k=top_k, readout=readout)
+
+
+def _examples(analysis, inputs, words, per_layer=3):
+    """Top trigger prefixes of the keys with the highest top coefficients."""
+    examples = []
+    for layer, name in enumerate(analysis.site_names):
+        best = np.argsort(-analysis.trigger_scores[layer][:, 0])[:per_layer]
+        for key in best:
+            triggers = analysis.trigger_prefixes(layer, int(key), inputs)[:3]
+            examples.append(
+                {
+                    "layer": name,
+                    "key": int(key),
+                    "value_top_token": str(words[analysis.value_top_tokens[layer][key]]),
+                    "triggers": [
+                        {"prefix": " ".join(words[prefix]), "next": str(words[token])}
+                        for prefix, token, _ in triggers
+                    ],
+                }
+            )
+    return examples
+
+
+def _figure(analysis):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    layers = np.arange(1, len(analysis.site_names) + 1)
+    figure, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    axes[0].plot(layers, 100 * analysis.agreement_rate, "o-", label="value vs trigger")
+    axes[0].plot(layers, 100 * analysis.shuffled_agreement_rate, "s--", label="shuffled keys")
+    axes[0].axhline(100 * analysis.random_baseline, color="gray", ls=":", label="1/V")
+    axes[0].set(title="Agreement rate (%)", xlabel="layer")
+    axes[0].legend(fontsize=8)
+    axes[1].plot(layers, 100 * analysis.active_fraction, "o-", label="active memories")
+    axes[1].plot(layers, 100 * analysis.zero_agreement_rate, "s-", label="prediction of no memory")
+    axes[1].set(title="Per layer (%)", xlabel="layer", ylim=(0, 100))
+    axes[1].legend(fontsize=8)
+    bottom = np.zeros(len(layers))
+    for share, label in (
+        (analysis.residual_kept, "residual kept"),
+        (analysis.compromise, "compromise"),
+        (analysis.ffn_override, "FFN override"),
+    ):
+        axes[2].bar(layers, 100 * share, bottom=bottom, label=label)
+        bottom += 100 * share
+    axes[2].set(title="Layer output's top token (%)", xlabel="layer")
+    axes[2].legend(fontsize=8)
+    figure.tight_layout()
+    return figure

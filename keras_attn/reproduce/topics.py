@@ -1,0 +1,242 @@
+"""How transformers learn topic structure (Li, Li & Risteski, 2023).
+
+Part 1 trains the paper's one-layer, one-head masked language model on LDA
+documents and records, over training, the same- vs different-topic word
+embedding inner products, attention weights and the block gap of the value
+matrix. It reports when each statistic takes off (the paper: the value /
+embedding structure first, the attention later) and the end state
+(same-topic attention > 1/n > different-topic attention).
+
+Part 2 measures the same statistics on the pretrained all-MiniLM-L6-v2:
+topics are fitted with LDA (scikit-learn) on the chapters of Jane Austen's
+novels; every topic's top words that are single WordPiece tokens are
+compared through MiniLM's word embeddings, each layer's `E W_v W_o E^T`
+value map, and the encoder's attention weights on Austen passages.
+"""
+
+import time
+
+import numpy as np
+
+from keras_attn.analysis.topic_structure import (
+    attention_topic_statistics,
+    block_gap,
+    generate_lda_documents,
+    train_topic_model,
+)
+from keras_attn.utils import is_small_run, write_results
+
+NAME = "topics"
+HELP = "Topic structure in a one-layer attention model trained on LDA data, and in MiniLM."
+
+SETTINGS = {
+    "small": dict(documents=400, epochs=2, lda_topics=5, words_per_topic=10, passages=8),
+    "fast": dict(documents=2000, epochs=3, lda_topics=10, words_per_topic=20, passages=64),
+    "full": dict(documents=10000, epochs=4, lda_topics=20, words_per_topic=30, passages=256),
+}
+
+
+def add_arguments(parser):
+    parser.add_argument("--seed", type=int, default=0, help="seed of the data and the weights")
+    parser.add_argument(
+        "--skip-minilm", action="store_true", help="only the synthetic LDA experiment"
+    )
+
+
+def run(args):
+    setting = "small" if is_small_run() else "full" if args.full else "fast"
+    config = SETTINGS[setting]
+    start = time.time()
+    results = {"setting": setting, "config": config}
+    results["synthetic"] = synthetic_experiment(config["documents"], config["epochs"], args.seed)
+    if not args.skip_minilm:
+        results["minilm"] = minilm_experiment(
+            config["lda_topics"], config["words_per_topic"], config["passages"], args.seed
+        )
+    results["seconds"] = round(time.time() - start, 1)
+    return write_results(args.out, NAME, results, _figure(results["synthetic"]["history"]))
+
+
+def synthetic_experiment(documents, epochs, seed):
+    """Trains on LDA data; returns the history, the end state and the take-off steps."""
+    corpus = generate_lda_documents(documents, seed=seed)
+    probe = generate_lda_documents(128, seed=seed + 1)
+    _, history = train_topic_model(corpus, probe.tokens, epochs=epochs, seed=seed)
+    final = history[-1]
+    return {
+        "documents": documents,
+        "epochs": epochs,
+        "history": history,
+        "final": final,
+        "end_state_holds": bool(
+            final["attention_same_topic"]
+            > final["attention_uniform"]
+            > final["attention_different_topic"]
+        ),
+        "same_over_different_attention": final["attention_same_topic"]
+        / final["attention_different_topic"],
+        "take_off_step": {
+            "value_block_gap": _take_off(history, lambda r: r["value_block_gap"]),
+            "embedding_gap": _take_off(
+                history, lambda r: r["embedding_same_topic"] - r["embedding_different_topic"]
+            ),
+            "attention_gap": _take_off(
+                history,
+                lambda r: (
+                    (r["attention_same_topic"] - r["attention_different_topic"])
+                    / r["attention_uniform"]
+                ),
+            ),
+        },
+    }
+
+
+def _take_off(history, statistic):
+    """First step where `statistic` reaches half of its final value."""
+    values = np.array([statistic(record) for record in history])
+    steps = [record["step"] for record in history]
+    reached = np.flatnonzero(values >= 0.5 * values[-1])
+    return int(steps[reached[0]]) if len(reached) else None
+
+
+def minilm_experiment(num_topics, words_per_topic, num_passages, seed):
+    """Same- vs different-topic statistics of the pretrained MiniLM.
+
+    Weight-only: word embedding inner products and, per layer, the block
+    gap of `E W_v W_o E^T` over the topic words (all heads together). With
+    the encoder: per layer, the head-averaged attention that a topic word
+    pays to one same-topic and one different-topic word in Jane Austen
+    passages, against `1/n`.
+    """
+    from keras_attn.pretrained import load_minilm_weights
+
+    weights = load_minilm_weights()
+    vocabulary = weights.vocab_path.read_text(encoding="utf-8").splitlines()
+    ids = {token: index for index, token in enumerate(vocabulary)}
+    topic_words = fit_austen_topics(num_topics, words_per_topic, seed, keep=ids.__contains__)
+    token_ids = np.array([ids[word] for words in topic_words for word in words])
+    topics = np.repeat(np.arange(len(topic_words)), [len(words) for words in topic_words])
+    embedding = weights.tensors["embeddings.word_embeddings.weight"][token_ids]  # (words, dim)
+    normalized = embedding / np.linalg.norm(embedding, axis=1, keepdims=True)
+    value_gaps = []
+    for layer in range(weights.num_layers):
+        kernels = weights.attention_kernels(layer)
+        value = kernels["value"].reshape(weights.hidden_size, -1)  # (dim, heads * head_dim)
+        output = kernels["output"].reshape(-1, weights.hidden_size)  # (heads * head_dim, dim)
+        value_map = embedding @ value @ output @ embedding.T  # (words, words)
+        value_gaps.append(float(block_gap(value_map, topics)))
+    same, different = _pair_means(embedding @ embedding.T, topics)
+    same_cos, different_cos = _pair_means(normalized @ normalized.T, topics)
+    vocabulary_topics = np.full(len(vocabulary), -1)
+    vocabulary_topics[token_ids] = topics
+    return {
+        "topics": [list(words) for words in topic_words],
+        "embedding_same_topic": same,
+        "embedding_different_topic": different,
+        "cosine_same_topic": same_cos,
+        "cosine_different_topic": different_cos,
+        "value_block_gap_per_layer": value_gaps,
+        "attention_per_layer": _minilm_attention(weights, vocabulary_topics, num_passages, seed),
+    }
+
+
+def _minilm_attention(weights, vocabulary_topics, num_passages, seed, words_per_passage=96):
+    """Head-averaged topic attention statistics of each MiniLM layer on Austen passages."""
+    from keras_attn.datasets.jane_austen import load_jane_austen, split_chapters
+    from keras_attn.models import build_minilm_encoder
+    from keras_attn.text import WordPieceTokenizer
+
+    words = " ".join(
+        chapter for lines in load_jane_austen().values() for chapter in split_chapters(lines)
+    ).split()
+    starts = np.random.default_rng(seed).choice(
+        len(words) - words_per_passage, size=num_passages, replace=False
+    )
+    passages = [" ".join(words[s : s + words_per_passage]) for s in np.sort(starts)]
+    tokenizer = WordPieceTokenizer(weights.vocab_path, sequence_length=256)
+    encoder = build_minilm_encoder(weights, output_attention_scores=True)
+    per_layer = [[] for _ in range(weights.num_layers)]
+    for first in range(0, num_passages, 16):
+        inputs = tokenizer(passages[first : first + 16])
+        scores = np.asarray(encoder(inputs)["attention_scores"])  # (batch, layers, heads, L, L)
+        for layer in range(weights.num_layers):
+            per_layer[layer].append(
+                (
+                    attention_topic_statistics(
+                        scores[:, layer].mean(axis=1), inputs["token_ids"], vocabulary_topics
+                    ),
+                    len(inputs["token_ids"]),
+                )
+            )
+    return [
+        {
+            key: float(np.average([s[key] for s, _ in batches], weights=[n for _, n in batches]))
+            for key in ("same_topic", "different_topic", "uniform")
+        }
+        for batches in per_layer
+    ]
+
+
+def _pair_means(matrix, topics):
+    same = topics[:, None] == topics[None, :]
+    off_diagonal = ~np.eye(len(topics), dtype=bool)
+    return float(matrix[same & off_diagonal].mean()), float(matrix[~same].mean())
+
+
+def fit_austen_topics(num_topics, words_per_topic, seed, keep=lambda word: True):
+    """LDA topics of Jane Austen's chapters: the top words of each topic.
+
+    Args:
+        num_topics: int, LDA topics.
+        words_per_topic: int, words kept per topic.
+        seed: int, seed of scikit-learn's LDA.
+        keep: predicate on a word (for example "is a single WordPiece token").
+
+    Returns:
+        list of lists of words; a word appears in one topic only (the first
+        topic, in order, that ranks it).
+    """
+    from sklearn.decomposition import LatentDirichletAllocation
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    from keras_attn.datasets.jane_austen import load_jane_austen, split_chapters
+
+    chapters = [
+        chapter for lines in load_jane_austen().values() for chapter in split_chapters(lines)
+    ]
+    vectorizer = CountVectorizer(stop_words="english", min_df=3, max_df=0.5)
+    counts = vectorizer.fit_transform(chapters)  # (chapters, words)
+    lda = LatentDirichletAllocation(num_topics, learning_method="batch", random_state=seed)
+    lda.fit(counts)
+    names = vectorizer.get_feature_names_out()
+    taken, topics = set(), []
+    for weights in lda.components_:
+        words = [w for w in names[np.argsort(-weights)] if keep(w) and w not in taken]
+        topics.append(words[:words_per_topic])
+        taken.update(topics[-1])
+    return topics
+
+
+def _figure(history):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [r["step"] for r in history]
+    figure, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    axes[0].plot(steps, [r["embedding_same_topic"] for r in history], label="same topic")
+    axes[0].plot(steps, [r["embedding_different_topic"] for r in history], label="different topic")
+    axes[0].set(title="Word embedding inner product", xlabel="step")
+    axes[1].plot(steps, [r["attention_same_topic"] for r in history], label="same topic")
+    axes[1].plot(steps, [r["attention_different_topic"] for r in history], label="different topic")
+    axes[1].plot(steps, [r["attention_uniform"] for r in history], "k:", label="1/n")
+    axes[1].set(title="Attention weight per key word", xlabel="step")
+    axes[2].plot(steps, [r["value_block_gap"] for r in history], color="C2")
+    axes[2].set(title="Block gap of E W_v W_o D", xlabel="step")
+    for axis in axes[:2]:
+        axis.legend(fontsize=8)
+    for axis in axes:
+        axis.set_xscale("symlog", linthresh=10)
+    figure.tight_layout()
+    return figure

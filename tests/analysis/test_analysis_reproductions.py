@@ -1,0 +1,51 @@
+"""The `ffn-memories` and `topics` reproductions: helpers, and the small runs (slow)."""
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from keras_attn.reproduce import available, ffn_memories, topics
+
+
+def test_registered():
+    assert available()["ffn-memories"] is ffn_memories
+    assert available()["topics"] is topics
+
+
+def test_take_off_is_the_first_step_at_half_the_final_value():
+    history = [{"step": s, "x": v} for s, v in [(0, 0.0), (2, 1.0), (4, 2.5), (8, 4.0)]]
+    assert topics._take_off(history, lambda r: r["x"]) == 4
+
+
+def test_sentences_become_shifted_padded_ids():
+    sentences = [["the", "cat", "sat"], ["a", "the", "dog", "ran", "far"]]
+    vocabulary = ffn_memories._vocabulary(sentences, 4)
+    assert vocabulary == ["the", "cat"]
+    inputs, next_tokens = ffn_memories._encode(sentences, vocabulary, 3)
+    assert inputs.tolist() == [[2, 3, 1], [1, 2, 1]]
+    assert next_tokens.tolist() == [[3, 1, 0], [2, 1, 1]]
+
+
+@pytest.mark.slow
+def test_small_topics_run(tmp_path):
+    args = argparse.Namespace(out=str(tmp_path), full=False, seed=0, skip_minilm=False)
+    paths = topics.run(args)
+    results = json.loads(paths["json"].read_text())
+    synthetic = results["synthetic"]
+    assert synthetic["end_state_holds"]
+    take_off = synthetic["take_off_step"]
+    assert take_off["value_block_gap"] <= take_off["attention_gap"]
+    assert len(results["minilm"]["attention_per_layer"]) == 6
+    assert paths["png"].exists()
+
+
+@pytest.mark.slow
+def test_small_ffn_memories_run(tmp_path):
+    args = argparse.Namespace(out=str(tmp_path), full=False, seed=0, top_k=5)
+    results = json.loads(ffn_memories.run(args)["json"].read_text())
+    shares = np.array([results["residual_kept"], results["ffn_override"], results["compromise"]])
+    np.testing.assert_allclose(shares.sum(axis=0), 1.0)
+    assert all(0 < a < 1 for a in results["active_fraction"])
+    assert results["examples"][0]["triggers"]

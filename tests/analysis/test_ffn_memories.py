@@ -1,0 +1,178 @@
+"""Tests of the feed-forward key-value memory analysis (Geva et al., 2021)."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.analysis import (
+    FeedForwardSite,
+    analyze_memories,
+    memory_coefficients,
+    transformer_block_sites,
+    value_top_tokens,
+    value_vocabulary_distributions,
+)
+from keras_attn.models import build_decoder_language_model
+
+DIM, MEMORIES, LENGTH, EXAMPLES = 8, 4, 6, 20
+# Planted triggers per key: (example, position, coefficient), best first.
+PLANTED = {
+    0: [(3, 2, 5.0), (11, 0, 4.0), (17, 5, 3.0)],
+    1: [(0, 4, 6.0), (7, 1, 2.5), (19, 3, 2.0)],
+    2: [(12, 5, 4.5), (4, 0, 3.5), (8, 2, 1.5)],
+    3: [(15, 1, 7.0), (2, 3, 6.5), (9, 4, 1.2)],
+}
+VALUE_TOKENS = [5, 6, 7, 0]  # the top token of each planted value
+DECOY = (6, 0, 100.0)  # a huge coefficient of key 0 at an invalid (padding) position
+
+
+def planted_ffn():
+    """FF(x) = relu(x K) V with key i = e_i and value i = e_{VALUE_TOKENS[i]}."""
+    inputs = keras.Input((None, DIM))
+    hidden = keras.layers.Dense(MEMORIES, activation="relu", name="hidden")
+    output = keras.layers.Dense(DIM, name="output")
+    model = keras.Model(inputs, output(hidden(inputs)))
+    keys = np.eye(DIM, MEMORIES, dtype="float32")  # (dim, memories): column i = e_i
+    values = np.eye(DIM, dtype="float32")[VALUE_TOKENS]  # (memories, dim)
+    hidden.set_weights([keys, np.zeros(MEMORIES, "float32")])
+    output.set_weights([values, np.zeros(DIM, "float32")])
+    return model, FeedForwardSite(hidden, output, name="planted")
+
+
+def planted_corpus():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-0.1, 0.1, size=(EXAMPLES, LENGTH, DIM)).astype("float32")
+    next_tokens = rng.integers(0, DIM, size=(EXAMPLES, LENGTH))
+    valid = np.ones((EXAMPLES, LENGTH), bool)
+    for key, triggers in PLANTED.items():
+        for example, position, scale in triggers:
+            x[example, position] = scale * np.eye(DIM)[key]
+    example, position, scale = DECOY
+    x[example, position] = scale * np.eye(DIM)[0]
+    valid[example, position] = False
+    for key in (0, 1, 2):  # the top trigger of keys 0-2 is followed by the value's token
+        example, position, _ = PLANTED[key][0]
+        next_tokens[example, position] = VALUE_TOKENS[key]
+    example, position, _ = PLANTED[3][0]
+    next_tokens[example, position] = 1  # key 3 disagrees
+    return x, next_tokens, valid
+
+
+def batches(x, next_tokens, valid, size=6):
+    return [
+        (x[i : i + size], next_tokens[i : i + size], valid[i : i + size])
+        for i in range(0, len(x), size)
+    ]
+
+
+def test_planted_memories_are_recovered_exactly():
+    model, site = planted_ffn()
+    x, next_tokens, valid = planted_corpus()
+    analysis = analyze_memories(
+        model, batches(x, next_tokens, valid), np.eye(DIM), sites=[site], top_k=3
+    )
+    for key, triggers in PLANTED.items():
+        assert analysis.trigger_examples[0][key].tolist() == [t[0] for t in triggers]
+        assert analysis.trigger_positions[0][key].tolist() == [t[1] for t in triggers]
+        np.testing.assert_allclose(analysis.trigger_scores[0][key], [t[2] for t in triggers])
+    assert analysis.value_top_tokens[0].tolist() == VALUE_TOKENS
+    assert analysis.agreement_rate.tolist() == [0.75]
+    assert analysis.random_baseline == 1 / DIM
+    assert (analysis.num_examples, analysis.num_positions) == (EXAMPLES, EXAMPLES * LENGTH - 1)
+    prefix, token, score = analysis.trigger_prefixes(0, 1, x)[0]
+    np.testing.assert_array_equal(prefix, x[0, :5])
+    assert (token, score) == (VALUE_TOKENS[1], 6.0)
+
+
+def test_streaming_does_not_depend_on_batch_size():
+    model, site = planted_ffn()
+    x, next_tokens, valid = planted_corpus()
+    results = [
+        analyze_memories(model, batches(x, next_tokens, valid, size), np.eye(DIM), [site], 3)
+        for size in (1, 7, EXAMPLES)
+    ]
+    for other in results[1:]:
+        np.testing.assert_array_equal(other.trigger_examples[0], results[0].trigger_examples[0])
+        np.testing.assert_allclose(other.active_fraction, results[0].active_fraction)
+        np.testing.assert_allclose(other.compromise, results[0].compromise)
+
+
+def reference_position_statistics(x, valid, keys, values, bias, embedding, readout):
+    """Loop-by-loop numpy reference of the per-position statistics (no residual layer)."""
+    rows = {"active": [], "zero": [], "kept": [], "override": [], "compromise": []}
+    for residual in x[valid]:
+        m = np.maximum(residual @ keys, 0.0)
+        ffn = m @ values + bias
+        layer_top = np.argmax((m @ values) @ embedding)
+        memory_tops = {int(np.argmax(values[i] @ embedding)) for i in range(len(m)) if m[i] > 0}
+        rows["active"].append(np.mean(m > 0))
+        rows["zero"].append(layer_top not in memory_tops)
+        top_r, top_o, top_y = (np.argmax(readout(h)) for h in (residual, ffn, residual + ffn))
+        rows["kept"].append(top_y == top_r)
+        rows["override"].append(top_y != top_r and top_y == top_o)
+        rows["compromise"].append(top_y != top_r and top_y != top_o)
+    return {name: np.mean(values_) for name, values_ in rows.items()}
+
+
+@pytest.mark.parametrize("nonlinear_readout", [False, True])
+def test_position_statistics_match_a_loop_reference(nonlinear_readout):
+    rng = np.random.default_rng(3)
+    inputs = keras.Input((None, 5))
+    hidden = keras.layers.Dense(12, activation="relu", use_bias=False)
+    output = keras.layers.Dense(5, bias_initializer="random_normal")
+    model = keras.Model(inputs, output(hidden(inputs)))
+    x = rng.normal(size=(9, 4, 5)).astype("float32")
+    valid = rng.random((9, 4)) > 0.2
+    embedding = rng.normal(size=(5, 7))
+    site = FeedForwardSite(hidden, output)
+    readout = (lambda h: np.tanh(h) @ embedding) if nonlinear_readout else None
+    analysis = analyze_memories(
+        model, batches(x, np.zeros((9, 4), int), valid, 4), embedding, [site], readout=readout
+    )
+    keys, bias = (keras.ops.convert_to_numpy(w) for w in (hidden.kernel, output.bias))
+    expected = reference_position_statistics(
+        x, valid, keys, site.values, bias, embedding, readout or (lambda h: h @ embedding)
+    )
+    np.testing.assert_allclose(analysis.active_fraction, [expected["active"]], rtol=1e-6)
+    np.testing.assert_allclose(analysis.zero_agreement_rate, [expected["zero"]])
+    np.testing.assert_allclose(analysis.residual_kept, [expected["kept"]])
+    np.testing.assert_allclose(analysis.ffn_override, [expected["override"]])
+    np.testing.assert_allclose(analysis.compromise, [expected["compromise"]])
+
+
+def test_keys_values_and_vocabulary_projection():
+    model, site = planted_ffn()
+    np.testing.assert_array_equal(site.keys, np.eye(MEMORIES, DIM))
+    np.testing.assert_array_equal(value_top_tokens(site, np.eye(DIM)), VALUE_TOKENS)
+    distributions = value_vocabulary_distributions(site, np.eye(DIM))
+    expected = np.full(DIM, 1.0)
+    expected[VALUE_TOKENS[0]] = np.e
+    np.testing.assert_allclose(distributions[0], expected / expected.sum(), rtol=1e-6)
+
+
+def test_transformer_block_sites_record_the_real_coefficients():
+    model = build_decoder_language_model(30, 6, dim=16, depth=2, num_heads=2, mlp_dim=24)
+    tokens = np.random.default_rng(0).integers(1, 30, size=(3, 6)).astype("int32")
+    before = keras.ops.convert_to_numpy(model(tokens))
+    sites = transformer_block_sites(model)
+    assert [s.name for s in sites] == ["block_0", "block_1"]
+    coefficients = memory_coefficients(model, tokens)
+    assert [c.shape for c in coefficients] == [(3, 6, 24)] * 2
+    # Layer 0's FFN input is LayerNorm(x + attention(LayerNorm(x))) of the embedded tokens.
+    block = model.get_layer("block_0")
+    x = model.get_layer("position_embedding")(model.get_layer("token_embedding")(tokens))
+    x = x + block.attention(block.attention_norm(x))
+    hidden = keras.ops.convert_to_numpy(block.mlp_hidden(block.mlp_norm(x)))
+    np.testing.assert_allclose(coefficients[0], hidden, rtol=1e-5, atol=1e-5)
+    assert all("call" not in vars(s.hidden) for s in sites)  # the recording is undone
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(model(tokens)), before, atol=1e-6)
+
+
+def test_bad_arguments():
+    model, site = planted_ffn()
+    with pytest.raises(ValueError, match="Received: top_k=0"):
+        analyze_memories(model, [], np.eye(DIM), [site], top_k=0)
+    with pytest.raises(ValueError, match="Each batch must be"):
+        analyze_memories(model, [np.zeros((1, 2, DIM))], np.eye(DIM), [site])
+    with pytest.raises(ValueError, match="contains no TransformerBlock"):
+        transformer_block_sites(model)

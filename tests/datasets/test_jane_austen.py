@@ -1,0 +1,44 @@
+import os
+
+import pytest
+
+from keras_attn.datasets import DatasetNotFoundError, load_jane_austen
+from keras_attn.datasets import jane_austen as module
+from keras_attn.datasets.jane_austen import split_chapters, split_sentences, split_words
+
+INSTALLED = os.path.isfile(os.path.join(module.DEFAULT_DIR, "Rdata.rdb"))
+needs_package = pytest.mark.skipif(
+    not INSTALLED, reason="needs `apt-get install r-cran-janeaustenr`"
+)
+
+
+@needs_package
+def test_reads_the_novels():
+    novels = load_jane_austen(books=["prideprejudice", "persuasion"])
+    assert list(novels) == ["prideprejudice", "persuasion"]
+    lines = novels["prideprejudice"]
+    assert len(lines) == 13030 and lines[0] == "PRIDE AND PREJUDICE"
+    assert lines[9] == "It is a truth universally acknowledged, that a single man in possession"
+    chapters = split_chapters(lines)
+    assert len(chapters) == 61
+    assert split_sentences(chapters[0])[2].startswith('"My dear Mr. Bennet," said his lady')
+    assert len(split_chapters(novels["persuasion"])) == 24
+
+
+def test_text_helpers():
+    lines = ["TITLE", "", "Chapter 1", "", "One line", "goes on.", "", "", "Next.", "CHAPTER II"]
+    assert split_chapters(lines + ["Two! Yes?"]) == ["One line goes on.\nNext.", "Two! Yes?"]
+    assert split_sentences('Mr. Darcy came.  She didn\'t!  "Why?" Then') == [
+        "Mr. Darcy came.",
+        "She didn't!",
+        '"Why?"',
+        "Then",
+    ]
+    assert split_words("She didn't -- Mr. Darcy's!") == ["she", "didn't", "mr", "darcy's"]
+
+
+def test_missing_source_and_bad_books(tmp_path):
+    with pytest.raises(DatasetNotFoundError, match="apt-get install r-cran-janeaustenr"):
+        load_jane_austen(path=str(tmp_path))
+    with pytest.raises(ValueError, match="Received: books=\\['ulysses'\\]"):
+        load_jane_austen(books=["ulysses"], path=str(tmp_path))
