@@ -70,8 +70,7 @@ def apply_mimetic_init(model_or_layer, initializer=None):
         initializer = MimeticInitializer()
     if not isinstance(initializer, MimeticInitializer):
         raise ValueError(
-            "`initializer` must be a `MimeticInitializer`. "
-            f"Received: initializer={initializer!r}"
+            f"`initializer` must be a `MimeticInitializer`. Received: initializer={initializer!r}"
         )
     layers = attention_layers(model_or_layer)
     if not layers:

@@ -229,7 +229,8 @@ def factor_matrix(target, width, rng):
     left = u[:, :rank] * root  # (d, rank)
     right = vt[:rank].T * root  # (d, rank)
     if width > dim:
-        basis, _ = np.linalg.qr(rng.standard_normal((width, dim)))  # (width, d), orthonormal columns
+        # (width, d) with orthonormal columns
+        basis, _ = np.linalg.qr(rng.standard_normal((width, dim)))
         left, right = left @ basis.T, right @ basis.T  # (d, width) each
     return left, right
 
