@@ -58,10 +58,14 @@ def apply_mimetic_init(model_or_layer, initializer=None):
 
     Example:
 
-    >>> model = keras_attn.models.build_vision_transformer((28, 28), 10, patch_size=7)
-    >>> layers = apply_mimetic_init(model, MimeticInitializer(seed=0))
-    >>> len(layers)
-    4
+    ```python
+    from keras_attn.initializers import MimeticInitializer, apply_mimetic_init
+    from keras_attn.models import build_vision_transformer
+
+    model = build_vision_transformer((28, 28), 10, patch_size=7, depth=4)
+    layers = apply_mimetic_init(model, MimeticInitializer(seed=0))
+    len(layers)  # 4
+    ```
 
     References:
         - [Trockman & Kolter, 2023](https://arxiv.org/abs/2305.09828)

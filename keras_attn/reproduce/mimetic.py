@@ -74,6 +74,12 @@ def add_arguments(parser):
     parser.add_argument("--epochs", type=int, help="Training epochs (overrides the setting).")
     parser.add_argument("--train-size", type=int, help="Training images (overrides the setting).")
     parser.add_argument(
+        "--position-embedding",
+        choices=("learned", "sincos"),
+        default="learned",
+        help="Position embedding of the ViT.",
+    )
+    parser.add_argument(
         "--dataset",
         choices=DATASETS,
         default="fashion_mnist",
@@ -85,7 +91,12 @@ def add_arguments(parser):
 def setting(args):
     """The size setting for `args`: small, fast or full, with overrides."""
     name = "small" if is_small_run() else "full" if args.full else "fast"
-    chosen = dict(SETTINGS[name], name=name, dataset=getattr(args, "dataset", "fashion_mnist"))
+    chosen = dict(
+        SETTINGS[name],
+        name=name,
+        dataset=getattr(args, "dataset", "fashion_mnist"),
+        position_embedding=getattr(args, "position_embedding", "learned"),
+    )
     for key in ("seeds", "epochs", "train_size"):
         if getattr(args, key, None) is not None:
             chosen[key] = getattr(args, key)
@@ -128,7 +139,12 @@ def load_data(train_size, test_size, dataset="fashion_mnist"):
 
 def build_model(chosen, image_shape=(28, 28)):
     return build_vision_transformer(
-        image_shape, 10, dim=chosen["dim"], depth=chosen["depth"], **MODEL
+        image_shape,
+        10,
+        dim=chosen["dim"],
+        depth=chosen["depth"],
+        position_embedding=chosen.get("position_embedding", "learned"),
+        **MODEL,
     )
 
 
@@ -234,8 +250,9 @@ def plot_curves(training):
     axis.set_xlabel("epoch")
     axis.set_ylabel("test accuracy")
     axis.set_title(
-        f"ViT, {chosen['train_size']} {chosen.get('dataset', 'fashion_mnist')} training images "
-        f"({chosen['seeds']} seeds, ±1 std)"
+        f"ViT ({chosen.get('position_embedding', 'learned')} positions), "
+        f"{chosen['train_size']} {chosen.get('dataset', 'fashion_mnist')} training images, "
+        f"{chosen['seeds']} seeds, ±1 std"
     )
     axis.legend()
     return figure
@@ -293,6 +310,7 @@ def plot_minilm(analysis):
     axes[2].set_xlabel("layer")
     axes[2].set_title("W_v W_o, all heads")
     figure.suptitle(
-        "all-MiniLM-L6-v2: mean diagonal / off-diagonal std (red: positive, blue: negative)"
+        "all-MiniLM-L6-v2: mean diagonal / off-diagonal std (red: positive, blue: negative)",
+        y=1.05,
     )
     return figure
