@@ -40,7 +40,7 @@ DATASETS = ("fashion_mnist", "cifar10")
 SETTINGS = {
     # KERAS_ATTN_SMALL (tests, notebooks): seconds.
     "small": {"train_size": 512, "test_size": 256, "epochs": 3, "seeds": 3, "dim": 32, "depth": 2},
-    # The default CLI setting: a quick look, about 2 minutes on 2 cores.
+    # The default CLI setting: a quick look, a few minutes on 2 idle cores.
     "fast": {
         "train_size": 1000,
         "test_size": 2000,
