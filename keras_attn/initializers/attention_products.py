@@ -1,0 +1,68 @@
+"""The weight products that mimetic initialization imitates, and their statistics.
+
+Paper: "Mimetic Initialization of Self-Attention Layers" (Trockman & Kolter,
+ICML 2023), https://arxiv.org/abs/2305.09828. In pretrained transformers,
+`W_q W_kᵀ` of a head tends to have a positive diagonal and `W_v W_o` a
+negative one; these functions measure that on any kernels in the Keras
+layout (query/key/value `(d, heads, head_dim)`, output `(heads, head_dim, d)`).
+"""
+
+import numpy as np
+
+
+def query_key_products(query, key):
+    """`W_q^h W_k^hᵀ` of every head.
+
+    Args:
+        query: `(d, heads, head_dim)` query kernel.
+        key: `(d, heads, head_dim)` key kernel.
+
+    Returns:
+        numpy array `(heads, d, d)`.
+    """
+    return np.einsum("dhk,ehk->hde", np.asarray(query), np.asarray(key))  # (heads, d, d)
+
+
+def value_output_products(value, output, per_head=False):
+    """`W_v W_o` of the layer, or `W_v^h W_o^h` of every head.
+
+    Args:
+        value: `(d, heads, head_dim)` value kernel.
+        output: `(heads, head_dim, d)` output kernel.
+        per_head: bool, return one product per head instead of their sum.
+
+    Returns:
+        numpy array `(d, d)`, or `(heads, d, d)` with `per_head=True`.
+    """
+    value, output = np.asarray(value), np.asarray(output)
+    if per_head:
+        return np.einsum("dhk,hke->hde", value, output)  # (heads, d, d)
+    return np.einsum("dhk,hke->de", value, output)  # (d, d)
+
+
+def diagonal_statistics(matrices):
+    """Diagonal versus off-diagonal statistics of square matrices.
+
+    Args:
+        matrices: array `(..., d, d)`.
+
+    Returns:
+        dict of arrays of shape `(...)`: `mean_diagonal`, `offdiagonal_mean`,
+        `offdiagonal_std`, and `diagonal_score`, the mean diagonal in units
+        of the off-diagonal standard deviation (scale free: about
+        `beta·sqrt(d)/alpha` for `alpha·Z + beta·I`, positive for the
+        query/key pattern, negative for the value/output one).
+    """
+    matrices = np.asarray(matrices, dtype=np.float64)
+    dim = matrices.shape[-1]
+    diagonal = np.diagonal(matrices, axis1=-2, axis2=-1)  # (..., d)
+    off_diagonal = ~np.eye(dim, dtype=bool)
+    entries = matrices[..., off_diagonal]  # (..., d * (d - 1))
+    mean_diagonal = diagonal.mean(-1)
+    offdiagonal_std = entries.std(-1)
+    return {
+        "mean_diagonal": mean_diagonal,
+        "offdiagonal_mean": entries.mean(-1),
+        "offdiagonal_std": offdiagonal_std,
+        "diagonal_score": mean_diagonal / offdiagonal_std,
+    }

@@ -1,0 +1,87 @@
+import json
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from keras_attn.cli import main
+from keras_attn.pretrained import load_minilm_weights
+from keras_attn.reproduce import mimetic
+
+
+def test_small_run_writes_consistent_results(tmp_path):
+    assert main(["reproduce", "mimetic", "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "mimetic.json").read_text())
+    setting = results["setting"]
+    assert setting["name"] == "small" and setting["seeds"] >= 3
+    for init in mimetic.INITS:
+        runs = results["runs"][init]
+        assert [run["seed"] for run in runs] == list(range(setting["seeds"]))
+        assert all(len(run["test_accuracy"]) == setting["epochs"] for run in runs)
+        final = [run["test_accuracy"][-1] for run in runs]
+        np.testing.assert_allclose(results["summary"][init]["mean"], np.mean(final))
+        np.testing.assert_allclose(results["summary"][init]["std"], np.std(final, ddof=1))
+    difference = results["summary"]["mimetic"]["mean"] - results["summary"]["default"]["mean"]
+    np.testing.assert_allclose(results["summary"]["difference"], difference)
+    minilm = json.loads((tmp_path / "mimetic_minilm.json").read_text())
+    assert np.shape(minilm["query_key_per_head"]["diagonal_score"]) == (6, 12)
+    assert np.shape(minilm["value_output_per_layer"]["diagonal_score"]) == (6,)
+    assert (tmp_path / "mimetic.png").stat().st_size > 0
+    assert (tmp_path / "mimetic_minilm.png").stat().st_size > 0
+
+
+def test_minilm_statistics_match_the_checkpoint_tensors():
+    analysis = mimetic.analyze_minilm()
+    tensors = load_minilm_weights().tensors
+    layer, head, head_dim = 2, 5, 32
+    rows = slice(head * head_dim, (head + 1) * head_dim)
+    prefix = f"encoder.layer.{layer}.attention"
+    query = tensors[f"{prefix}.self.query.weight"][rows].astype(np.float64)  # (32, 384)
+    key = tensors[f"{prefix}.self.key.weight"][rows].astype(np.float64)
+    product = query.T @ key  # (384, 384): x_i^T W_q^T W_k x_j in PyTorch layout
+    off_diagonal = product[~np.eye(384, dtype=bool)]
+    expected = np.trace(product) / 384 / off_diagonal.std()
+    np.testing.assert_allclose(
+        analysis["query_key_per_head"]["diagonal_score"][layer][head], expected, rtol=1e-5
+    )
+    value = tensors[f"{prefix}.self.value.weight"].astype(np.float64)  # (384, 384)
+    output = tensors[f"{prefix}.output.dense.weight"].astype(np.float64)  # (384, 384)
+    product = value.T @ output.T  # x W_v W_o in the Keras orientation
+    np.testing.assert_allclose(
+        analysis["value_output_per_layer"]["mean_diagonal"][layer],
+        np.trace(product) / 384,
+        rtol=1e-5,
+    )
+
+
+def test_the_two_inits_differ_only_in_attention_kernels_and_biases():
+    chosen = dict(mimetic.SETTINGS["small"])
+    model = mimetic.compile_model(chosen, steps_per_epoch=2)
+    mimetic.reset(model, chosen, 1, "default")
+    default = {w.path: np.array(w) for w in model.weights}
+    mimetic.reset(model, chosen, 1, "mimetic")
+    changed = {w.path for w in model.weights if not np.array_equal(default[w.path], w)}
+    assert changed == {
+        f"block_{i}/attention/{name}/kernel"
+        for i in range(chosen["depth"])
+        for name in ("query", "key", "value", "attention_output")
+    }
+    mimetic.reset(model, chosen, 1, "default")
+    assert all(np.array_equal(default[w.path], w) for w in model.weights)
+
+
+def test_setting_overrides():
+    args = SimpleNamespace(full=True, seeds=5, epochs=None, train_size=None)
+    chosen = mimetic.setting(args)
+    expected = "small" if os.environ.get("KERAS_ATTN_SMALL") else "full"
+    assert chosen["name"] == expected and chosen["seeds"] == 5
+    assert chosen["epochs"] == mimetic.SETTINGS[expected]["epochs"]
+
+
+@pytest.mark.slow
+def test_fast_setting_trains_both_inits(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERAS_ATTN_SMALL", "0")
+    main(["reproduce", "mimetic", "--out", str(tmp_path)])
+    summary = json.loads((tmp_path / "mimetic.json").read_text())["summary"]
+    assert summary["default"]["mean"] > 0.6 and summary["mimetic"]["mean"] > 0.6
