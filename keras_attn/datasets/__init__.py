@@ -13,8 +13,8 @@ from keras_attn.datasets.cifar10 import load_cifar10
 from keras_attn.datasets.digits import load_digits
 from keras_attn.datasets.errors import DatasetNotFoundError
 from keras_attn.datasets.fashion_mnist import load_fashion_mnist
-from keras_attn.datasets.mnist_5k import load_mnist_5k
 from keras_attn.datasets.hourly_series import load_hourly_series
+from keras_attn.datasets.mnist_5k import load_mnist_5k
 
 __all__ = [
     "DatasetNotFoundError",

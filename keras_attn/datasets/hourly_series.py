@@ -84,7 +84,9 @@ def load_hourly_series(name):
     path = _csv_path(SERIES[name][0])
     table = pd.read_csv(path)
     if list(table.columns) != ["ts", "y"]:
-        raise ValueError(f"Expected the columns ['ts', 'y'] in {path}, found {list(table.columns)}.")
+        raise ValueError(
+            f"Expected the columns ['ts', 'y'] in {path}, found {list(table.columns)}."
+        )
     timestamps = pd.to_datetime(table["ts"]).to_numpy().astype("datetime64[h]")
     values = table["y"].to_numpy(dtype=np.float64)
     if np.isnan(values).any():

@@ -2,15 +2,15 @@
 
 from keras_attn.layers.attention_pattern import AttentionPattern, CausalWindowPattern
 from keras_attn.layers.class_token import ClassToken
+from keras_attn.layers.convolutional_self_attention import ConvolutionalSelfAttention
+from keras_attn.layers.gaussian_head import GaussianHead
+from keras_attn.layers.log_sparse_attention import LogSparseAttention
+from keras_attn.layers.log_sparse_pattern import LogSparsePattern
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.layers.patch_embedding import PatchEmbedding
 from keras_attn.layers.position_embedding import PositionEmbedding
 from keras_attn.layers.sin_cos_position_embedding import SinCosPositionEmbedding2D
 from keras_attn.layers.transformer_block import TransformerBlock
-from keras_attn.layers.convolutional_self_attention import ConvolutionalSelfAttention
-from keras_attn.layers.gaussian_head import GaussianHead
-from keras_attn.layers.log_sparse_attention import LogSparseAttention
-from keras_attn.layers.log_sparse_pattern import LogSparsePattern
 
 __all__ = [
     "AttentionPattern",

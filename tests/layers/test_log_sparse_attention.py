@@ -173,7 +173,9 @@ def test_logsparse_attention_equals_dense_attention_under_the_mask(name):
     indices, valid = (_numpy(t) for t in pattern.key_indices(x.shape[1]))
     dense = np.zeros_like(expected_weights)
     rows = np.broadcast_to(np.arange(x.shape[1])[:, None], indices.shape)
-    np.add.at(dense, (slice(None), slice(None), rows[valid], indices[valid]), _numpy(weights)[..., valid])
+    np.add.at(
+        dense, (slice(None), slice(None), rows[valid], indices[valid]), _numpy(weights)[..., valid]
+    )
     np.testing.assert_allclose(dense, expected_weights, atol=1e-6)
 
 
@@ -251,7 +253,9 @@ def test_no_output_depends_on_a_later_input(name):
     for position in (0, 5, 20):
         changed = x.copy()
         changed[:, position:] = 50.0
-        np.testing.assert_allclose(_numpy(layer(changed))[:, :position], output[:, :position], atol=1e-5)
+        np.testing.assert_allclose(
+            _numpy(layer(changed))[:, :position], output[:, :position], atol=1e-5
+        )
 
 
 def test_padding_mask_removes_gathered_keys():
