@@ -75,9 +75,9 @@ def worker(args):
         + analysis.output_size_in_bytes
         - analysis.alias_size_in_bytes
     )
-    report = {"layer": args.layer, "length": args.length, "planned_bytes": planned}
+    report = {"layer": args.layer, "length": args.length, "planned_bytes": planned, "ran": False}
+    print(json.dumps(report), flush=True)  # kept if the run below is killed
     if planned > args.max_run_gib * GIB:
-        print(json.dumps({**report, "ran": False}))
         return
     _reset_peak_rss()
     before = _status_bytes("VmRSS")
@@ -115,10 +115,12 @@ def measure(layer, length, args):
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
-    if result.returncode != 0 or not lines:
+    report = json.loads(lines[-1]) if lines else {"layer": layer, "length": length, "ran": False}
+    if result.returncode != 0:
+        killed = result.returncode == -9
         reason = result.stderr.strip().splitlines()[-1:] or [f"exit code {result.returncode}"]
-        return {"layer": layer, "length": length, "ran": False, "error": reason[0][:120]}
-    return json.loads(lines[-1])
+        report["error"] = "killed (out of memory)" if killed else reason[0][:120]
+    return report
 
 
 def growth_exponent(lengths, values):

@@ -91,6 +91,20 @@ class ConvolutionalSelfAttention(MultiHeadSelfAttention):
             name=name,
         )
 
+    def compute_output_spec(self, inputs, return_attention_scores=False, **kwargs):
+        # Written out rather than traced: with an unknown length, JAX traces
+        # a symbolic length, of which a LogSparse pattern cannot take log2.
+        batch, length = inputs.shape[0], inputs.shape[1]
+        output_dim = self.output_dim or inputs.shape[-1]
+        output = keras.KerasTensor((batch, length, output_dim), dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return output
+        keys = length
+        if self.is_sparse and length is not None:
+            keys = ops.shape(self.attention_pattern.key_indices(length)[0])[1]
+        scores = keras.KerasTensor((batch, self.num_heads, length, keys), dtype=self.compute_dtype)
+        return output, scores
+
     def get_config(self):
         config = super().get_config()
         config["kernel_size"] = self.kernel_size

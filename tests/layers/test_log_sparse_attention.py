@@ -314,3 +314,13 @@ def test_no_length_by_length_tensor_in_the_compiled_training_step():
     square = f"{length},{length}"
     assert square in hlo(ConvolutionalSelfAttention(num_heads=2, key_dim=4, kernel_size=3))
     assert square not in hlo(LogSparseAttention(num_heads=2, key_dim=4, kernel_size=3))
+
+
+def test_symbolic_call_with_scores_gives_the_key_slot_count():
+    x = keras.Input(shape=(20, 8))
+    layer = LogSparseAttention(num_heads=2, key_dim=4, variant="local", local_window=3)
+    output, scores = layer(x, return_attention_scores=True)
+    assert output.shape == (None, 20, 8) and scores.shape == (None, 2, 20, 3 + 5)
+    dense = ConvolutionalSelfAttention(num_heads=2, key_dim=4, kernel_size=2, output_dim=6)
+    output, scores = dense(keras.Input(shape=(None, 8)), return_attention_scores=True)
+    assert output.shape == (None, None, 6) and scores.shape == (None, 2, None, None)
