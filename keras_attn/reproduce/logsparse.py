@@ -19,6 +19,8 @@ HELP = "LogSparse + convolutional attention vs full attention and seasonal naive
 
 HORIZON = 24
 SEASON = 24
+# Standard-normal 90% quantile: mean +- Z90 * scale is the 10-90% band.
+Z90 = 1.2816
 # Test periods start like DeepAR's: 2014-09-01 (electricity); traffic (2015-2016)
 # is tested from 2016-06-15, the same day of year as DeepAR's traffic test.
 TEST_START = {"electricity": "2014-09-01T00", "traffic": "2016-06-15T00"}
@@ -217,13 +219,13 @@ def plot_forecasts(curves, config):
         days = np.arange(context, context + HORIZON)
         axis.plot(days, curve["actual"][0], color="black", lw=2, label="actual")
         axis.plot(days, curve["forecasts"]["seasonal_naive"][0], "--", color="gray", label="naive")
-        best = "logsparse_conv" if "logsparse_conv" in curve["forecasts"] else config["models"][0]
-        mean, scale = (part[0] for part in curve["forecasts"][best])
-        axis.plot(days, mean, color="tab:red", label=f"{best} mean")
+        shown = "logsparse_conv" if "logsparse_conv" in curve["forecasts"] else config["models"][0]
+        mean, scale = (part[0] for part in curve["forecasts"][shown])
+        axis.plot(days, mean, color="tab:red", label=f"{shown} mean")
         axis.fill_between(
             days,
-            mean - 1.2816 * scale,
-            mean + 1.2816 * scale,
+            mean - Z90 * scale,
+            mean + Z90 * scale,
             alpha=0.3,
             color="tab:red",
             label="10-90% band",
