@@ -158,8 +158,9 @@ class _CausalConvProjection(keras.layers.Layer):
         # (kernel_size, dim, heads * head_dim): the heads flattened for conv.
         kernel = ops.reshape(self.kernel, (self.kernel_size, dim, -1))
         outputs = ops.conv(padded, kernel, padding="valid")  # (batch, length, heads * head_dim)
-        # (batch, length, heads, head_dim)
-        outputs = ops.reshape(outputs, (-1, ops.shape(inputs)[1], self.num_heads, self.head_dim))
+        outputs = ops.reshape(
+            outputs, (-1, ops.shape(inputs)[1], self.num_heads, self.head_dim)
+        )  # (batch, length, heads, head_dim)
         if self.bias is not None:
             outputs = outputs + self.bias
         return outputs

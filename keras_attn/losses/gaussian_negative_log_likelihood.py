@@ -53,6 +53,7 @@ class GaussianNegativeLogLikelihood(keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         y_pred = ops.cast(y_pred, "float32")
+        # (...): drops a trailing target axis of size 1.
         y_true = ops.reshape(ops.cast(y_true, "float32"), ops.shape(y_pred)[:-1])
         mean, scale = y_pred[..., 0], y_pred[..., 1]
         standardized = (y_true - mean) / scale

@@ -59,6 +59,7 @@ class RhoRisk(keras.metrics.Metric):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_pred = ops.cast(y_pred, self.dtype)
+        # (...): drops a trailing target axis of size 1.
         y_true = ops.reshape(ops.cast(y_true, self.dtype), ops.shape(y_pred)[:-1])
         quantile = y_pred[..., 0] + self.normal_quantile * y_pred[..., 1]
         error = y_true - quantile

@@ -184,18 +184,18 @@ def _conv_attention_reference(x, layer, allowed):
     k = layer.kernel_size
     padded = np.pad(x, ((0, 0), (k - 1, 0), (0, 0)))
     windows = np.stack([padded[:, i : i + x.shape[1]] for i in range(k)], axis=2)  # (b, l, k, c)
-    q = np.einsum("blkc,kchd->blhd", windows, _numpy(layer.query_dense.kernel))
-    key = np.einsum("blkc,kchd->blhd", windows, _numpy(layer.key_dense.kernel))
+    q = np.einsum("blkc,kchd->blhd", windows, _numpy(layer.query_dense.kernel))  # (b, l, h, d)
+    key = np.einsum("blkc,kchd->blhd", windows, _numpy(layer.key_dense.kernel))  # (b, l, h, d)
     q, key = q + _numpy(layer.query_dense.bias), key + _numpy(layer.key_dense.bias)
-    v = np.einsum("blc,chd->blhd", x, _numpy(layer.value_dense.kernel))
+    v = np.einsum("blc,chd->blhd", x, _numpy(layer.value_dense.kernel))  # (b, l, h, d)
     v = v + _numpy(layer.value_dense.bias)
-    logits = np.einsum("bqhd,bkhd->bhqk", q, key) / np.sqrt(layer.key_dim)
+    logits = np.einsum("bqhd,bkhd->bhqk", q, key) / np.sqrt(layer.key_dim)  # (b, h, q, k)
     logits = np.where(allowed, logits, -1e30)
     weights = np.exp(logits - logits.max(-1, keepdims=True)) * allowed
     weights /= weights.sum(-1, keepdims=True)
-    context = np.einsum("bhqk,bkhd->bqhd", weights, v)
+    context = np.einsum("bhqk,bkhd->bqhd", weights, v)  # (b, l, h, d)
     wo, bo = _numpy(layer.output_dense.kernel), _numpy(layer.output_dense.bias)
-    return np.einsum("bqhd,hdc->bqc", context, wo) + bo
+    return np.einsum("bqhd,hdc->bqc", context, wo) + bo  # (b, l, c)
 
 
 @pytest.mark.parametrize("name", ["pure", "local_5", "restart_24"])
