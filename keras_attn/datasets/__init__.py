@@ -6,13 +6,13 @@ anything. When a source is missing, the loader raises
 `DatasetNotFoundError` with the command that installs it.
 
 The image loaders return `((x_train, y_train), (x_test, y_test))` with uint8
-images in `[0, 255]` and uint8 labels, like `keras.datasets`.
-"""
+images in `[0, 255]` and uint8 labels, like `keras.datasets`."""
 
 from keras_attn.datasets.cifar10 import load_cifar10
 from keras_attn.datasets.digits import load_digits
 from keras_attn.datasets.errors import DatasetNotFoundError
 from keras_attn.datasets.fashion_mnist import load_fashion_mnist
+from keras_attn.datasets.hourly_series import load_hourly_series
 from keras_attn.datasets.jane_austen import load_jane_austen
 from keras_attn.datasets.kjv_sections import KJV_SECTIONS, load_kjv_sections
 from keras_attn.datasets.mnist_5k import load_mnist_5k
@@ -23,6 +23,7 @@ __all__ = [
     "load_cifar10",
     "load_digits",
     "load_fashion_mnist",
+    "load_hourly_series",
     "load_jane_austen",
     "load_kjv_sections",
     "load_mnist_5k",

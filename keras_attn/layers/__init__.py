@@ -2,6 +2,10 @@
 
 from keras_attn.layers.attention_pattern import AttentionPattern, CausalWindowPattern
 from keras_attn.layers.class_token import ClassToken
+from keras_attn.layers.convolutional_self_attention import ConvolutionalSelfAttention
+from keras_attn.layers.gaussian_head import GaussianHead
+from keras_attn.layers.log_sparse_attention import LogSparseAttention
+from keras_attn.layers.log_sparse_pattern import LogSparsePattern
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.layers.patch_embedding import PatchEmbedding
 from keras_attn.layers.position_embedding import PositionEmbedding
@@ -17,4 +21,8 @@ __all__ = [
     "PositionEmbedding",
     "SinCosPositionEmbedding2D",
     "TransformerBlock",
+    "ConvolutionalSelfAttention",
+    "GaussianHead",
+    "LogSparseAttention",
+    "LogSparsePattern",
 ]

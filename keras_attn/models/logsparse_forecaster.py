@@ -1,0 +1,150 @@
+"""Probabilistic forecaster with convolutional and LogSparse self-attention.
+
+Paper: Li et al., "Enhancing the Locality and Breaking the Memory Bottleneck
+of Transformer on Time Series Forecasting", NeurIPS 2019.
+"""
+
+import keras
+
+from keras_attn.layers.convolutional_self_attention import ConvolutionalSelfAttention
+from keras_attn.layers.gaussian_head import GaussianHead
+from keras_attn.layers.log_sparse_attention import LogSparseAttention
+from keras_attn.layers.position_embedding import PositionEmbedding
+
+ATTENTIONS = ("full", "logsparse")
+
+
+def build_logsparse_forecaster(
+    max_length,
+    covariate_vocab_sizes=None,
+    dim=32,
+    num_heads=4,
+    num_blocks=3,
+    mlp_dim=None,
+    attention="logsparse",
+    variant="local",
+    local_window=8,
+    subsequence_length=None,
+    kernel_size=9,
+    dropout=0.1,
+    min_scale=1e-3,
+    name="logsparse_forecaster",
+):
+    """Builds a decoder-only transformer that predicts a Gaussian per step.
+
+    At step `t` the model reads the previous target value `z[t-1]` and the
+    covariates of step `t` (for example hour of day and day of week), and
+    outputs the mean and standard deviation of `z[t]`. Inputs are embedded
+    as `Dense(z[t-1]) + sum_i Embedding_i(covariate_i[t]) + position`
+    (learned positions), followed by `num_blocks` pre-norm blocks
+    (causal self-attention, then a GELU MLP, each with a residual), a layer
+    norm and a `GaussianHead`. Every attention layer is causal, so the model
+    trains on all steps of a window at once with
+    `GaussianNegativeLogLikelihood` and forecasts autoregressively.
+
+    The paper's series embedding (one per series of a multi-series data
+    set) is left to the covariates: pass the series id as one.
+
+    Args:
+        max_length: int, longest window (conditioning + forecast steps).
+        covariate_vocab_sizes: dict `name -> number of values` of the
+            integer covariates; each becomes an input named `name`. Defaults
+            to `{"hour_of_day": 24, "day_of_week": 7}`.
+        dim: int, model width.
+        num_heads: int, attention heads; `dim` must be divisible by it.
+        num_blocks: int, number of transformer blocks.
+        mlp_dim: int, MLP hidden size. Defaults to `4 * dim`.
+        attention: `"full"` (causal attention over the whole past) or
+            `"logsparse"` (`LogSparseAttention`).
+        variant: LogSparse variant, `"pure"`, `"local"` or `"restart"`.
+        local_window: dense window of the `"local"` variant.
+        subsequence_length: subsequence length of the `"restart"` variant.
+        kernel_size: int, kernel of the causal convolution of queries and
+            keys (convolutional self-attention); 1 is canonical attention.
+        dropout: float, dropout after attention and in the MLP.
+        min_scale: float, floor of the predicted standard deviation.
+        name: model name.
+
+    Returns:
+        A functional `keras.Model` with inputs `{"lagged_target": (batch,
+        length, 1), <covariate>: (batch, length) int32, ...}` and output
+        `(batch, length, 2)`: mean and standard deviation of each step.
+
+    Example:
+
+    >>> model = build_logsparse_forecaster(max_length=48, dim=16, num_blocks=1)
+    >>> inputs = {"lagged_target": np.zeros((2, 48, 1)),
+    ...           "hour_of_day": np.zeros((2, 48), "int32"),
+    ...           "day_of_week": np.zeros((2, 48), "int32")}
+    >>> model(inputs).shape
+    (2, 48, 2)
+
+    References:
+        - [Li et al., 2019](https://arxiv.org/abs/1907.00235)
+    """
+    if attention not in ATTENTIONS:
+        raise ValueError(
+            f"`attention` must be one of {ATTENTIONS}. Received: attention={attention!r}"
+        )
+    if dim % num_heads:
+        raise ValueError(
+            f"`dim` must be divisible by `num_heads={num_heads}`. Received: dim={dim!r}"
+        )
+    if covariate_vocab_sizes is None:
+        covariate_vocab_sizes = {"hour_of_day": 24, "day_of_week": 7}
+    lagged = keras.Input(shape=(None, 1), name="lagged_target")
+    covariates = {
+        key: keras.Input(shape=(None,), dtype="int32", name=key) for key in covariate_vocab_sizes
+    }
+    x = keras.layers.Dense(dim, name="target_embedding")(lagged)  # (batch, length, dim)
+    for key, size in covariate_vocab_sizes.items():
+        embedded = keras.layers.Embedding(size, dim, name=f"{key}_embedding")(covariates[key])
+        x = keras.layers.Add(name=f"add_{key}")([x, embedded])
+    x = PositionEmbedding(max_length, name="position_embedding")(x)
+    x = keras.layers.Dropout(dropout)(x)
+    for index in range(num_blocks):
+        attention_layer = _attention_layer(
+            attention,
+            dim // num_heads,
+            num_heads=num_heads,
+            variant=variant,
+            local_window=local_window,
+            subsequence_length=subsequence_length,
+            kernel_size=kernel_size,
+            name=f"block_{index}_attention",
+        )
+        x = _block(x, attention_layer, mlp_dim or 4 * dim, dropout, f"block_{index}")
+    x = keras.layers.LayerNormalization(epsilon=1e-6, name="final_norm")(x)
+    outputs = GaussianHead(min_scale=min_scale, name="gaussian_head")(x)
+    return keras.Model({"lagged_target": lagged, **covariates}, outputs, name=name)
+
+
+def _attention_layer(
+    attention, key_dim, num_heads, variant, local_window, subsequence_length, kernel_size, name
+):
+    if attention == "full":
+        return ConvolutionalSelfAttention(num_heads, key_dim, kernel_size=kernel_size, name=name)
+    return LogSparseAttention(
+        num_heads,
+        key_dim,
+        variant=variant,
+        local_window=local_window if variant == "local" else None,
+        subsequence_length=subsequence_length if variant == "restart" else None,
+        kernel_size=kernel_size,
+        name=name,
+    )
+
+
+def _block(x, attention_layer, mlp_dim, dropout, name):
+    """Pre-norm block: `x + attn(LN(x))`, then `x + mlp(LN(x))`."""
+    dim = x.shape[-1]
+    attended = attention_layer(
+        keras.layers.LayerNormalization(epsilon=1e-6, name=f"{name}_norm1")(x)
+    )
+    x = keras.layers.Add(name=f"{name}_add1")([x, keras.layers.Dropout(dropout)(attended)])
+    hidden = keras.layers.LayerNormalization(epsilon=1e-6, name=f"{name}_norm2")(x)
+    hidden = keras.layers.Dense(mlp_dim, activation="gelu", name=f"{name}_mlp_hidden")(hidden)
+    hidden = keras.layers.Dense(dim, name=f"{name}_mlp_output")(
+        keras.layers.Dropout(dropout)(hidden)
+    )
+    return keras.layers.Add(name=f"{name}_add2")([x, keras.layers.Dropout(dropout)(hidden)])

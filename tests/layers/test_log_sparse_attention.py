@@ -1,0 +1,326 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.layers import (
+    ConvolutionalSelfAttention,
+    LogSparseAttention,
+    LogSparsePattern,
+    MultiHeadSelfAttention,
+)
+from keras_attn.testing import LayerChecks
+from keras_attn.testing.reference import self_attention_reference
+
+pytestmark = pytest.mark.backend_agnostic
+
+PATTERNS = {
+    "pure": LogSparsePattern("pure"),
+    "local_1": LogSparsePattern("local", local_window=1),
+    "local_5": LogSparsePattern("local", local_window=5),
+    "restart_2": LogSparsePattern("restart", subsequence_length=2),
+    "restart_24": LogSparsePattern("restart", subsequence_length=24),
+}
+
+CHECKS = {
+    "logsparse_conv": LayerChecks(
+        LogSparseAttention,
+        {
+            "num_heads": 2,
+            "key_dim": 4,
+            "variant": "local",
+            "local_window": 2,
+            "kernel_size": 3,
+            "dropout": 0.1,
+        },
+        input_shape=(2, 9, 8),
+        extra_inputs={"head_mask": (2,)},
+        bad_init_kwargs=[
+            {"variant": "dense"},
+            {"local_window": None},
+            {"local_window": 0},
+            {"subsequence_length": 4},
+            {"kernel_size": 0},
+            {"attention_pattern": "causal"},
+        ],
+    ),
+    "restart": LayerChecks(
+        LogSparseAttention,
+        {"num_heads": 2, "key_dim": 4, "variant": "restart", "subsequence_length": 3},
+        input_shape=(2, 10, 8),
+        bad_init_kwargs=[{"subsequence_length": 1}, {"variant": "pure"}],
+    ),
+    "conv_causal": LayerChecks(
+        ConvolutionalSelfAttention,
+        {"num_heads": 2, "key_dim": 4, "kernel_size": 4, "output_dim": 5},
+        input_shape=(2, 7, 8),
+        expected_output_shape=(2, 7, 5),
+        bad_init_kwargs=[{"kernel_size": 1.5}, {"kernel_size": True}, {"num_heads": 0}],
+    ),
+}
+
+
+@pytest.mark.parametrize("check", LayerChecks.CHECKS)
+@pytest.mark.parametrize("layer", sorted(CHECKS))
+def test_layer_contract(layer, check, tmp_path):
+    CHECKS[layer].run(check, tmp_path)
+
+
+def _inputs(shape=(2, 33, 8), seed=0):
+    return np.random.default_rng(seed).normal(size=shape).astype("float32")
+
+
+def _numpy(tensor):
+    return keras.ops.convert_to_numpy(tensor)
+
+
+def _expected_mask(pattern, length):
+    """The pattern written out from the paper's definition, one cell at a time."""
+    mask = np.zeros((length, length), bool)
+    for query in range(length):
+        if pattern.variant == "pure":
+            steps = [0] + [2**j for j in range(12) if 2**j <= query]
+        elif pattern.variant == "local":
+            window = pattern.local_window
+            steps = list(range(window)) + [window - 1 + 2**j for j in range(12)]
+        else:
+            size = pattern.subsequence_length
+            inside = [0] + [2**j for j in range(12) if 2**j < size]
+            steps = [start + step for start in range(0, length, size) for step in inside]
+        for step in steps:
+            if 0 <= query - step:
+                mask[query, query - step] = True
+    return mask
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_pattern_matches_the_paper_definition(name):
+    pattern = PATTERNS[name]
+    for length in (1, 2, 3, 7, 8, 9, 40, 64, 65):
+        np.testing.assert_array_equal(
+            _numpy(pattern.dense_mask(length)), _expected_mask(pattern, length)
+        )
+
+
+# Every length up to 70, and around each power of two and each multiple of
+# 24 (the restart subsequence) up to 1024: where the key counts change.
+EDGE_LENGTHS = sorted(
+    set(range(1, 71))
+    | {2**k + d for k in range(6, 11) for d in (-1, 0, 1)}
+    | {24 * m + d for m in (5, 17, 42) for d in (-1, 0, 1)}
+)
+
+
+def _max_keys(pattern, length):
+    bits = (length - 1).bit_length()
+    if pattern.variant == "pure":
+        return bits + 1
+    if pattern.variant == "local":
+        return pattern.local_window + max(length - pattern.local_window, 0).bit_length()
+    size = pattern.subsequence_length
+    return -(-length // size) * ((size - 1).bit_length() + 1)
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_pattern_is_causal_never_empty_and_logarithmic_up_to_1024(name):
+    pattern = PATTERNS[name]
+    for length in EDGE_LENGTHS:
+        indices, valid = (_numpy(t) for t in pattern.key_indices(length))
+        queries = np.arange(length)[:, None]
+        assert indices.shape == valid.shape == (length, _max_keys(pattern, length))
+        assert np.all((indices >= 0) & (indices < length))
+        # No future key is reachable, and every row sees at least itself.
+        assert np.all(indices[valid] <= np.broadcast_to(queries, indices.shape)[valid])
+        assert np.all(valid[:, 0]) and np.all(indices[:, 0] == queries[:, 0])
+        # Distinct keys per row: a key gathered twice would count twice.
+        keyed = np.where(valid, indices, -1 - np.arange(indices.shape[1]))
+        assert np.all(np.diff(np.sort(keyed, axis=1), axis=1) != 0)
+    if pattern.variant != "restart":
+        assert indices.shape[1] <= 2 * np.log2(1024) + 5
+
+
+def test_key_counts_are_logarithmic():
+    assert _numpy(PATTERNS["pure"].offsets(8192)).tolist() == [0] + [2**j for j in range(13)]
+    assert len(_numpy(PATTERNS["local_5"].offsets(8192))) == 5 + 13
+    # Restart: ceil(L / S) subsequences of floor(log2(S - 1)) + 2 keys.
+    assert len(_numpy(PATTERNS["restart_24"].offsets(100))) == 5 * 6
+
+
+def test_log2_layers_of_pure_logsparse_reach_the_whole_past():
+    # A distance d is a sum of popcount(d) powers of two: bit_length(L - 1)
+    # stacked layers (<= floor(log2 L) + 1, the paper's bound) reach every
+    # earlier cell; one layer fewer misses distance 2^k - 1.
+    length = 128
+    mask = _numpy(PATTERNS["pure"].dense_mask(length)).astype(np.int64)
+    past = np.tril(np.ones((length, length), np.int64))
+    reach = np.eye(length, dtype=np.int64)
+    for _ in range((length - 1).bit_length() - 1):
+        reach = np.minimum(reach @ mask, 1)
+    assert reach[length - 1, 0] == 0 and not np.array_equal(reach, past)
+    np.testing.assert_array_equal(np.minimum(reach @ mask, 1), past)
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_logsparse_attention_equals_dense_attention_under_the_mask(name):
+    pattern = PATTERNS[name]
+    config = pattern.get_config()
+    layer = LogSparseAttention(num_heads=2, key_dim=4, **config)
+    x = _inputs()
+    output, weights = layer(x, return_attention_scores=True)
+    allowed = _numpy(pattern.dense_mask(x.shape[1]))
+    expected, expected_weights = self_attention_reference(x, layer, allowed)
+    np.testing.assert_allclose(output, expected, atol=1e-5)
+    # The gathered weights scattered back to dense positions.
+    indices, valid = (_numpy(t) for t in pattern.key_indices(x.shape[1]))
+    dense = np.zeros_like(expected_weights)
+    rows = np.broadcast_to(np.arange(x.shape[1])[:, None], indices.shape)
+    np.add.at(
+        dense, (slice(None), slice(None), rows[valid], indices[valid]), _numpy(weights)[..., valid]
+    )
+    np.testing.assert_allclose(dense, expected_weights, atol=1e-6)
+
+
+def _conv_attention_reference(x, layer, allowed):
+    """Numpy convolutional attention: causal Conv1D queries and keys."""
+    k = layer.kernel_size
+    padded = np.pad(x, ((0, 0), (k - 1, 0), (0, 0)))
+    windows = np.stack([padded[:, i : i + x.shape[1]] for i in range(k)], axis=2)  # (b, l, k, c)
+    q = np.einsum("blkc,kchd->blhd", windows, _numpy(layer.query_dense.kernel))  # (b, l, h, d)
+    key = np.einsum("blkc,kchd->blhd", windows, _numpy(layer.key_dense.kernel))  # (b, l, h, d)
+    q, key = q + _numpy(layer.query_dense.bias), key + _numpy(layer.key_dense.bias)
+    v = np.einsum("blc,chd->blhd", x, _numpy(layer.value_dense.kernel))  # (b, l, h, d)
+    v = v + _numpy(layer.value_dense.bias)
+    logits = np.einsum("bqhd,bkhd->bhqk", q, key) / np.sqrt(layer.key_dim)  # (b, h, q, k)
+    logits = np.where(allowed, logits, -1e30)
+    weights = np.exp(logits - logits.max(-1, keepdims=True)) * allowed
+    weights /= weights.sum(-1, keepdims=True)
+    context = np.einsum("bhqk,bkhd->bqhd", weights, v)  # (b, l, h, d)
+    wo, bo = _numpy(layer.output_dense.kernel), _numpy(layer.output_dense.bias)
+    return np.einsum("bqhd,hdc->bqc", context, wo) + bo  # (b, l, c)
+
+
+@pytest.mark.parametrize("name", ["pure", "local_5", "restart_24"])
+def test_convolutional_logsparse_matches_numpy_reference(name):
+    pattern = PATTERNS[name]
+    layer = LogSparseAttention(num_heads=2, key_dim=4, kernel_size=5, **pattern.get_config())
+    x = _inputs()
+    output = layer(x)
+    allowed = _numpy(pattern.dense_mask(x.shape[1]))
+    np.testing.assert_allclose(output, _conv_attention_reference(x, layer, allowed), atol=1e-5)
+    # Same as the dense convolutional layer with the pattern as attention mask.
+    dense = ConvolutionalSelfAttention(num_heads=2, key_dim=4, kernel_size=5)
+    dense(x)
+    dense.set_weights(layer.get_weights())
+    masked = dense(x, attention_mask=np.broadcast_to(allowed, (2, *allowed.shape)))
+    np.testing.assert_allclose(output, masked, atol=1e-5)
+
+
+def test_kernel_size_one_is_canonical_attention():
+    x = _inputs()
+    conv = ConvolutionalSelfAttention(num_heads=2, key_dim=4, kernel_size=1)
+    canonical = MultiHeadSelfAttention(num_heads=2, key_dim=4, attention_pattern="causal")
+    conv(x)
+    canonical(x)
+    assert conv.query_dense.kernel.shape == canonical.query_dense.kernel.shape == (8, 2, 4)
+    canonical.set_weights(conv.get_weights())
+    np.testing.assert_allclose(conv(x), canonical(x), atol=1e-6)
+    allowed = np.tril(np.ones((33, 33), bool))
+    np.testing.assert_allclose(conv(x), self_attention_reference(x, conv, allowed)[0], atol=1e-5)
+
+
+def test_convolution_with_only_the_current_tap_is_canonical_attention():
+    x = _inputs()
+    conv = ConvolutionalSelfAttention(num_heads=2, key_dim=4, kernel_size=3)
+    canonical = MultiHeadSelfAttention(num_heads=2, key_dim=4, attention_pattern="causal")
+    conv(x)
+    canonical(x)
+    for dense in (conv.query_dense, conv.key_dense):
+        kernel = _numpy(dense.kernel)
+        kernel[:2] = 0.0  # taps on the two previous positions
+        dense.kernel.assign(kernel)
+    weights = conv.get_weights()
+    canonical.set_weights([w[-1] if w.ndim == 4 else w for w in weights])
+    np.testing.assert_allclose(conv(x), canonical(x), atol=1e-5)
+    # With the earlier taps the outputs differ: the convolution is really used.
+    conv.query_dense.kernel.assign(np.ones(conv.query_dense.kernel.shape) * 0.1)
+    assert not np.allclose(conv(x), canonical(x), atol=1e-3)
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_no_output_depends_on_a_later_input(name):
+    layer = LogSparseAttention(num_heads=2, key_dim=4, kernel_size=4, **PATTERNS[name].get_config())
+    x = _inputs()
+    output = _numpy(layer(x))
+    for position in (0, 5, 20):
+        changed = x.copy()
+        changed[:, position:] = 50.0
+        np.testing.assert_allclose(
+            _numpy(layer(changed))[:, :position], output[:, :position], atol=1e-5
+        )
+
+
+def test_padding_mask_removes_gathered_keys():
+    x = _inputs(shape=(2, 12, 8))
+    mask = np.ones((2, 12), bool)
+    mask[0, 8:] = False
+    pattern = PATTERNS["pure"]
+    layer = LogSparseAttention(num_heads=2, key_dim=4)
+    allowed = _numpy(pattern.dense_mask(12))[None, None] & mask[:, None, None, :]
+    np.testing.assert_allclose(
+        layer(x, mask=mask), self_attention_reference(x, layer, allowed)[0], atol=1e-5
+    )
+
+
+def test_logsparse_config_names_the_variant():
+    layer = LogSparseAttention(num_heads=2, key_dim=4, variant="local", local_window=3)
+    config = layer.get_config()
+    assert "attention_pattern" not in config
+    assert (config["variant"], config["local_window"], config["subsequence_length"]) == (
+        "local",
+        3,
+        None,
+    )
+    assert layer.variant == "local"
+    assert LogSparseAttention.from_config(config).attention_pattern.local_window == 3
+
+
+def test_bad_pattern_arguments_name_the_argument():
+    with pytest.raises(ValueError, match="Received: variant='log'"):
+        LogSparsePattern("log")
+    with pytest.raises(ValueError, match="Received: local_window=None"):
+        LogSparsePattern("local")
+    with pytest.raises(ValueError, match="Received: subsequence_length=8"):
+        LogSparsePattern("local", local_window=2, subsequence_length=8)
+
+
+def test_no_length_by_length_tensor_in_the_compiled_training_step():
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("Reads the TensorFlow XLA HLO.")
+    import tensorflow as tf
+
+    length = 1536
+    x = tf.random.normal((1, length, 8))
+
+    def hlo(layer):
+        layer(x)
+
+        @tf.function(jit_compile=True)
+        def step(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.square(layer(x)))
+            return tape.gradient(loss, layer.trainable_variables)
+
+        return step.experimental_get_compiler_ir(x)(stage="hlo")
+
+    square = f"{length},{length}"
+    assert square in hlo(ConvolutionalSelfAttention(num_heads=2, key_dim=4, kernel_size=3))
+    assert square not in hlo(LogSparseAttention(num_heads=2, key_dim=4, kernel_size=3))
+
+
+def test_symbolic_call_with_scores_gives_the_key_slot_count():
+    x = keras.Input(shape=(20, 8))
+    layer = LogSparseAttention(num_heads=2, key_dim=4, variant="local", local_window=3)
+    output, scores = layer(x, return_attention_scores=True)
+    assert output.shape == (None, 20, 8) and scores.shape == (None, 2, 20, 3 + 5)
+    dense = ConvolutionalSelfAttention(num_heads=2, key_dim=4, kernel_size=2, output_dim=6)
+    output, scores = dense(keras.Input(shape=(None, 8)), return_attention_scores=True)
+    assert output.shape == (None, None, 6) and scores.shape == (None, 2, None, None)

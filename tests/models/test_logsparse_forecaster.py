@@ -1,0 +1,130 @@
+import math
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.layers import ConvolutionalSelfAttention, LogSparseAttention
+from keras_attn.losses import GaussianNegativeLogLikelihood
+from keras_attn.metrics import RhoRisk
+from keras_attn.models import build_logsparse_forecaster
+
+
+def test_gaussian_nll_matches_the_formula():
+    y_true = np.array([[1.0, -2.0], [0.5, 3.0]], "float32")
+    y_pred = np.array([[[0.0, 1.0], [-1.0, 2.0]], [[0.5, 0.1], [1.0, 4.0]]], "float32")
+    mean, sigma = y_pred[..., 0], y_pred[..., 1]
+    expected = np.log(sigma) + 0.5 * np.log(2 * np.pi) + 0.5 * ((y_true - mean) / sigma) ** 2
+    loss = GaussianNegativeLogLikelihood()
+    assert float(loss(y_true, y_pred)) == pytest.approx(expected.mean(), rel=1e-6)
+    assert float(loss(y_true[..., None], y_pred)) == pytest.approx(expected.mean(), rel=1e-6)
+    unreduced = GaussianNegativeLogLikelihood(reduction=None)(y_true, y_pred)
+    np.testing.assert_allclose(unreduced, expected, rtol=1e-6)
+
+
+def test_rho_risk_matches_a_hand_computation():
+    y_true = np.array([[10.0, 20.0, 30.0]])
+    mean = np.array([[12.0, 15.0, 30.0]])
+    sigma = np.array([[1.0, 2.0, 0.0]])
+    params = np.stack([mean, sigma], axis=-1)
+    # R0.5: the mean is the median; 2 * (0.5 * 2 + 0.5 * 5 + 0) / 60.
+    r50 = RhoRisk(0.5)
+    r50.update_state(y_true, params)
+    assert float(r50.result()) == pytest.approx(2 * (1.0 + 2.5) / 60, rel=1e-6)
+    # R0.9: quantiles mean + 1.2815516 * sigma.
+    z = 1.2815515655446004
+    q = mean + z * sigma
+    expected = 2 * ((1 - 0.9) * (q[0, 0] - 10) + 0.9 * (20 - q[0, 1]) + 0.0) / 60
+    r90 = RhoRisk(0.9)
+    r90.update_state(y_true, params)
+    assert float(r90.result()) == pytest.approx(expected, rel=1e-6)
+    assert r90.name == "R0.9"
+
+
+def test_rho_risk_is_a_ratio_of_totals_with_weights_and_reset():
+    metric = RhoRisk(0.5)
+    metric.update_state(np.array([10.0]), np.array([[8.0, 0.0]]))  # error 2, |x| 10
+    metric.update_state(np.array([1.0, 5.0]), np.array([[2.0, 0.0], [5.0, 0.0]]))  # 1, 6
+    assert float(metric.result()) == pytest.approx(2 * 0.5 * 3 / 16)
+    metric.reset_state()
+    metric.update_state(
+        np.array([10.0, 1.0]), np.array([[8.0, 0.0], [2.0, 0.0]]), sample_weight=np.array([1, 0])
+    )
+    assert float(metric.result()) == pytest.approx(2 * 0.5 * 2 / 10)
+    assert RhoRisk.from_config(metric.get_config()).rho == 0.5
+    with pytest.raises(ValueError, match="Received: rho=1.0"):
+        RhoRisk(1.0)
+
+
+def _inputs(batch=2, length=40, seed=0):
+    rng = np.random.default_rng(seed)
+    return {
+        "lagged_target": rng.normal(size=(batch, length, 1)).astype("float32"),
+        "hour_of_day": rng.integers(0, 24, size=(batch, length)).astype("int32"),
+        "day_of_week": rng.integers(0, 7, size=(batch, length)).astype("int32"),
+    }
+
+
+def _model(**kwargs):
+    keras.utils.set_random_seed(0)
+    config = {"max_length": 40, "dim": 8, "num_heads": 2, "num_blocks": 2, "dropout": 0.0}
+    return build_logsparse_forecaster(**{**config, "local_window": 3, "kernel_size": 3, **kwargs})
+
+
+def test_forecaster_layers_follow_the_arguments():
+    logsparse = _model()
+    full = _model(attention="full", kernel_size=1)
+    attention = [layer for layer in logsparse.layers if isinstance(layer, LogSparseAttention)]
+    assert len(attention) == 2 and attention[0].kernel_size == 3
+    assert attention[0].attention_pattern.local_window == 3
+    dense = [layer for layer in full.layers if isinstance(layer, ConvolutionalSelfAttention)]
+    assert [type(layer) for layer in dense] == [ConvolutionalSelfAttention] * 2
+    assert dense[0].attention_pattern == "causal" and dense[0].kernel_size == 1
+    with pytest.raises(ValueError, match="Received: attention='sparse'"):
+        _model(attention="sparse")
+    with pytest.raises(ValueError, match="Received: dim=10"):
+        _model(dim=10, num_heads=4)
+
+
+def test_forecaster_is_causal_and_outputs_positive_scales():
+    model = _model()
+    inputs = _inputs()
+    params = keras.ops.convert_to_numpy(model(inputs))
+    assert params.shape == (2, 40, 2) and np.all(params[..., 1] > 0)
+    changed = {key: value.copy() for key, value in inputs.items()}
+    changed["lagged_target"][:, 25:] += 3.0
+    changed["hour_of_day"][:, 25:] = 0
+    np.testing.assert_allclose(model(changed)[:, :25], params[:, :25], atol=1e-5)
+    assert not np.allclose(model(changed)[:, 25:], params[:, 25:])
+
+
+def _fit(model, jit_compile, epochs):
+    inputs = _inputs(batch=16)
+    targets = inputs["lagged_target"][..., 0] * 0.5 + 1.0
+    model.compile(
+        optimizer=keras.optimizers.Adam(1e-2),
+        loss=GaussianNegativeLogLikelihood(),
+        metrics=[RhoRisk(0.5), RhoRisk(0.9)],
+        jit_compile=jit_compile,
+    )
+    history = model.fit(inputs, targets, epochs=epochs, batch_size=16, verbose=0)
+    assert model.jit_compile is jit_compile
+    return inputs, targets, history.history
+
+
+def test_forecaster_trains_and_round_trips(tmp_path):
+    model = _model(num_blocks=1)
+    inputs, targets, history = _fit(model, jit_compile=False, epochs=3)
+    assert history["loss"][-1] < history["loss"][0]
+    assert set(history) >= {"R0.5", "R0.9"}
+    path = str(tmp_path / "forecaster.keras")
+    model.save(path)
+    reloaded = keras.models.load_model(path)
+    np.testing.assert_allclose(reloaded(inputs), model(inputs), atol=1e-5)
+    assert math.isfinite(reloaded.evaluate(inputs, targets, verbose=0)[0])
+
+
+@pytest.mark.slow
+def test_forecaster_trains_with_xla():
+    _, _, history = _fit(_model(), jit_compile=True, epochs=4)
+    assert history["loss"][-1] < history["loss"][0]
