@@ -1,7 +1,9 @@
 """Attention layers of keras_attn, built on `MultiHeadSelfAttention`."""
 
 from keras_attn.layers.attention_pattern import AttentionPattern, CausalWindowPattern
+from keras_attn.layers.bsa_rec_block import BSARecBlock
 from keras_attn.layers.class_token import ClassToken
+from keras_attn.layers.fourier_filter import FourierFilter
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.layers.patch_embedding import PatchEmbedding
 from keras_attn.layers.position_embedding import PositionEmbedding
@@ -10,8 +12,10 @@ from keras_attn.layers.transformer_block import TransformerBlock
 
 __all__ = [
     "AttentionPattern",
+    "BSARecBlock",
     "CausalWindowPattern",
     "ClassToken",
+    "FourierFilter",
     "MultiHeadSelfAttention",
     "PatchEmbedding",
     "PositionEmbedding",
