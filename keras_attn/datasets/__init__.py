@@ -1,12 +1,13 @@
-"""Offline image data loaders.
+"""Offline data loaders.
 
 Every loader reads files that are already on the machine (installed by a
 Debian or pip package, or supplied by the user) and never downloads
 anything. When a source is missing, the loader raises
 `DatasetNotFoundError` with the command that installs it.
 
-All loaders return `((x_train, y_train), (x_test, y_test))` with uint8
-images in `[0, 255]` and uint8 labels, like `keras.datasets`.
+The image loaders return `((x_train, y_train), (x_test, y_test))` with
+uint8 images in `[0, 255]` and uint8 labels, like `keras.datasets`;
+`load_movielens_100k` returns the rating table as a dict of columns.
 """
 
 from keras_attn.datasets.cifar10 import load_cifar10
@@ -14,6 +15,7 @@ from keras_attn.datasets.digits import load_digits
 from keras_attn.datasets.errors import DatasetNotFoundError
 from keras_attn.datasets.fashion_mnist import load_fashion_mnist
 from keras_attn.datasets.mnist_5k import load_mnist_5k
+from keras_attn.datasets.movielens_100k import load_movielens_100k
 
 __all__ = [
     "DatasetNotFoundError",
@@ -21,4 +23,5 @@ __all__ = [
     "load_digits",
     "load_fashion_mnist",
     "load_mnist_5k",
+    "load_movielens_100k",
 ]
