@@ -99,7 +99,9 @@ def test_ranking_early_stopping_stops_and_restores_the_best_weights():
     model = _fixed_scores_model(table)
     model.compile(optimizer="sgd", loss="mse")
     inputs = np.array([[0, 1], [0, 2]], "int32")
-    stopping = RankingEarlyStopping(inputs, np.array([1, 2]), None, monitor="HR@1", patience=2)
+    stopping = RankingEarlyStopping(
+        inputs, np.array([1, 2]), None, monitor="HR@1", patience=2, ks=(1,)
+    )
     # The data pushes every score to zero; the best validation epoch is the first.
     model.fit(inputs, np.zeros((2, 4), "float32"), epochs=10, callbacks=[stopping], verbose=0)
     assert len(stopping.history) == 3
