@@ -3,8 +3,7 @@ import json
 
 import pytest
 
-from keras_attn.reproduce import available
-from keras_attn.reproduce import bsarec
+from keras_attn.reproduce import available, bsarec
 
 
 def test_reproduction_is_registered():
