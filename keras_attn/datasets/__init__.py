@@ -16,6 +16,7 @@ from keras_attn.datasets.hourly_series import load_hourly_series
 from keras_attn.datasets.jane_austen import load_jane_austen
 from keras_attn.datasets.kjv_sections import KJV_SECTIONS, load_kjv_sections
 from keras_attn.datasets.mnist_5k import load_mnist_5k
+from keras_attn.datasets.movielens_100k import load_movielens_100k
 
 __all__ = [
     "DatasetNotFoundError",
@@ -27,4 +28,5 @@ __all__ = [
     "load_jane_austen",
     "load_kjv_sections",
     "load_mnist_5k",
+    "load_movielens_100k",
 ]

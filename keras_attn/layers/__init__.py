@@ -1,8 +1,10 @@
 """Attention layers of keras_attn, built on `MultiHeadSelfAttention`."""
 
 from keras_attn.layers.attention_pattern import AttentionPattern, CausalWindowPattern
+from keras_attn.layers.bsa_rec_block import BSARecBlock
 from keras_attn.layers.class_token import ClassToken
 from keras_attn.layers.convolutional_self_attention import ConvolutionalSelfAttention
+from keras_attn.layers.fourier_filter import FourierFilter
 from keras_attn.layers.gaussian_head import GaussianHead
 from keras_attn.layers.log_sparse_attention import LogSparseAttention
 from keras_attn.layers.log_sparse_pattern import LogSparsePattern
@@ -14,15 +16,17 @@ from keras_attn.layers.transformer_block import TransformerBlock
 
 __all__ = [
     "AttentionPattern",
+    "BSARecBlock",
     "CausalWindowPattern",
     "ClassToken",
+    "ConvolutionalSelfAttention",
+    "FourierFilter",
+    "GaussianHead",
+    "LogSparseAttention",
+    "LogSparsePattern",
     "MultiHeadSelfAttention",
     "PatchEmbedding",
     "PositionEmbedding",
     "SinCosPositionEmbedding2D",
     "TransformerBlock",
-    "ConvolutionalSelfAttention",
-    "GaussianHead",
-    "LogSparseAttention",
-    "LogSparsePattern",
 ]

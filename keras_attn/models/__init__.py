@@ -1,6 +1,7 @@
 """Models built from keras_attn layers."""
 
 from keras_attn.models.bert_encoder import build_bert_encoder
+from keras_attn.models.bsarec import build_bsarec, build_sasrec
 from keras_attn.models.decoder_language_model import build_decoder_language_model
 from keras_attn.models.logsparse_forecaster import build_logsparse_forecaster
 from keras_attn.models.minilm_encoder import build_minilm_encoder
@@ -8,8 +9,10 @@ from keras_attn.models.vision_transformer import build_vision_transformer
 
 __all__ = [
     "build_bert_encoder",
+    "build_bsarec",
     "build_decoder_language_model",
     "build_logsparse_forecaster",
     "build_minilm_encoder",
+    "build_sasrec",
     "build_vision_transformer",
 ]

@@ -1,0 +1,227 @@
+"""The BSA block of BSARec (Shin et al., AAAI 2024).
+
+"An Attentive Inductive Bias for Sequential Recommendation beyond the
+Self-Attention": a fixed mix of a Fourier filter branch (an inductive bias
+towards low frequencies, with a learnable gain on the high ones) and a causal
+self-attention branch, followed by a feed-forward network. With `alpha=0` it
+is exactly the SASRec block of the same official code.
+"""
+
+import keras
+
+from keras_attn.layers.fourier_filter import FourierFilter
+from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
+
+DEFAULT_KERNEL_INITIALIZER = {"class_name": "RandomNormal", "config": {"stddev": 0.02}}
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class BSARecBlock(keras.layers.Layer):
+    """Beyond-self-attention block: `alpha * filter + (1 - alpha) * attention`, then FFN.
+
+    Both branches read the block input `x` and carry their own residual
+    connection and LayerNorm:
+
+    - filter: `FourierFilter(x)`, i.e. `LayerNorm(dropout(low + beta * high) + x)`;
+    - attention: `LayerNorm(dropout(attention(x)) + x)`, with the library's
+      `MultiHeadSelfAttention` (logits scaled by `1 / sqrt(head_dim)`),
+      causal and with padded keys removed, as in the official code;
+
+    their mix `h = alpha * filter + (1 - alpha) * attention` goes through a
+    post-norm feed-forward network: `LayerNorm(dropout(W2 act(W1 h)) + h)`.
+    `alpha = 0` gives the SASRec block (no filter is built), `alpha = 1` the
+    filter alone (no attention is built).
+
+    The official code masks with an additive `-10000`; the core removes
+    masked keys exactly. The two agree for every query that sees at least one
+    real item. A padded query (left padding, nothing visible) gets a zero
+    attention context here, while the official code averages over all
+    positions, future ones included.
+
+    Args:
+        num_heads: int, attention heads; the head size is `dim // num_heads`.
+        alpha: float in `[0, 1]`, weight of the filter branch. The official
+            code's default is `0.9`.
+        cutoff: positive int, the paper's `c`: the filter keeps the lowest
+            `cutoff // 2 + 1` frequency bins.
+        intermediate_dim: int, hidden size of the feed-forward network.
+            Defaults to `4 * dim`.
+        dropout: float in `[0, 1)`, dropout on each branch output and on the
+            feed-forward output (the paper's hidden dropout).
+        attention_dropout: float in `[0, 1)`, dropout on the attention weights.
+        layer_norm_epsilon: float, epsilon of the LayerNorms (`1e-12` in the
+            official code).
+        activation: activation of the feed-forward hidden layer; `"gelu"` is
+            the exact (erf) GELU.
+        kernel_initializer: initializer of every kernel. Defaults to a normal
+            with standard deviation 0.02, like the official code. Biases start
+            at zero.
+        seed: int, seed of the dropout layers.
+        **kwargs: base layer arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: `(batch, length, dim)`.
+        mask: optional boolean `(batch, length)` padding mask (Keras masking);
+            `False` items are never attended to.
+        training: bool, whether dropout is active.
+
+    Returns:
+        `(batch, length, dim)`.
+
+    Example:
+
+    >>> block = BSARecBlock(num_heads=2, alpha=0.7, cutoff=5)
+    >>> block(np.random.normal(size=(2, 10, 16))).shape
+    (2, 10, 16)
+
+    References:
+        - [Shin et al., 2024](https://arxiv.org/abs/2312.10325)
+        - [Kang & McAuley, 2018 (SASRec)](https://arxiv.org/abs/1808.09781)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        alpha=0.9,
+        cutoff=3,
+        intermediate_dim=None,
+        dropout=0.0,
+        attention_dropout=0.0,
+        layer_norm_epsilon=1e-12,
+        activation="gelu",
+        kernel_initializer=None,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        _check_positive_int("num_heads", num_heads)
+        _check_positive_int("cutoff", cutoff)
+        if intermediate_dim is not None:
+            _check_positive_int("intermediate_dim", intermediate_dim)
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1:
+            raise ValueError(f"`alpha` must be a number in [0, 1]. Received: alpha={alpha!r}")
+        for name, value in (("dropout", dropout), ("attention_dropout", attention_dropout)):
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={value}")
+        self.num_heads = num_heads
+        self.alpha = float(alpha)
+        self.cutoff = cutoff
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.activation = keras.activations.get(activation)
+        self.kernel_initializer = keras.initializers.get(
+            kernel_initializer or DEFAULT_KERNEL_INITIALIZER
+        )
+        self.seed = seed
+        self.supports_masking = True
+
+    @property
+    def uses_filter(self):
+        return self.alpha > 0.0
+
+    @property
+    def uses_attention(self):
+        return self.alpha < 1.0
+
+    def build(self, input_shape):
+        dim = input_shape[-1]
+        if dim < self.num_heads:
+            raise ValueError(
+                f"`num_heads={self.num_heads}` exceeds the input size. "
+                f"Received: input_shape={input_shape}"
+            )
+        if self.uses_filter:
+            self.fourier_filter = FourierFilter(
+                self.cutoff,
+                dropout=self.dropout,
+                layer_norm_epsilon=self.layer_norm_epsilon,
+                seed=self.seed,
+                dtype=self.dtype_policy,
+                name="fourier_filter",
+            )
+            self.fourier_filter.build(input_shape)
+        if self.uses_attention:
+            self.attention = MultiHeadSelfAttention(
+                self.num_heads,
+                dim // self.num_heads,
+                dropout=self.attention_dropout,
+                attention_pattern="causal",
+                kernel_initializer=self._initializer(),
+                seed=self.seed,
+                dtype=self.dtype_policy,
+                name="attention",
+            )
+            self.attention.build(input_shape)
+            self.attention_norm = self._norm("attention_norm", input_shape)
+        hidden_dim = self.intermediate_dim or 4 * dim
+        self.intermediate_dense = self._dense(
+            hidden_dim, "intermediate_dense", input_shape, self.activation
+        )
+        self.output_dense = self._dense(dim, "output_dense", (*input_shape[:-1], hidden_dim))
+        self.output_norm = self._norm("output_norm", input_shape)
+        self.dropout_layer = keras.layers.Dropout(
+            self.dropout, seed=self.seed, dtype=self.dtype_policy
+        )
+
+    def _initializer(self):
+        return self.kernel_initializer.__class__.from_config(self.kernel_initializer.get_config())
+
+    def _norm(self, name, input_shape):
+        norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
+        norm.build(input_shape)
+        return norm
+
+    def _dense(self, units, name, input_shape, activation=None):
+        dense = keras.layers.Dense(
+            units,
+            activation=activation,
+            kernel_initializer=self._initializer(),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+        dense.build(input_shape)
+        return dense
+
+    def call(self, inputs, mask=None, training=None):
+        mixed = 0.0
+        if self.uses_filter:
+            mixed = self.alpha * self.fourier_filter(inputs, training=training)
+        if self.uses_attention:
+            attended = self.attention(inputs, mask=mask, training=training)
+            attended = self.attention_norm(self.dropout_layer(attended, training=training) + inputs)
+            mixed = mixed + (1.0 - self.alpha) * attended
+        hidden = self.output_dense(self.intermediate_dense(mixed))
+        return self.output_norm(self.dropout_layer(hidden, training=training) + mixed)
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "alpha": self.alpha,
+                "cutoff": self.cutoff,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "attention_dropout": self.attention_dropout,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "activation": keras.activations.serialize(self.activation),
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "seed": self.seed,
+            }
+        )
+        return config
+
+
+def _check_positive_int(name, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")

@@ -1,0 +1,154 @@
+"""BSARec and SASRec next-item recommenders (Shin et al., AAAI 2024).
+
+"An Attentive Inductive Bias for Sequential Recommendation beyond the
+Self-Attention". Both models embed a left-padded item history, add learned
+positions, run a stack of `BSARecBlock`s and score every item with the
+transposed item embedding at the last position. SASRec (Kang & McAuley,
+2018) is the same model with `alpha = 0`: attention-only blocks, as in the
+official BSARec code's baseline.
+"""
+
+import keras
+
+from keras_attn.layers import BSARecBlock, PositionEmbedding
+
+INITIALIZER = {"class_name": "RandomNormal", "config": {"stddev": 0.02}}
+
+
+def build_bsarec(
+    num_items,
+    max_length=50,
+    dim=64,
+    depth=2,
+    num_heads=2,
+    alpha=0.9,
+    cutoff=3,
+    dropout=0.5,
+    attention_dropout=0.5,
+    seed=None,
+    name="bsarec",
+):
+    """Builds BSARec as a functional Keras model.
+
+    Defaults are the official code's: hidden size 64, 2 blocks, 2 heads,
+    `alpha = 0.9`, `c = 3`, dropout 0.5, max length 50, weights drawn from a
+    normal with standard deviation 0.02.
+
+    Args:
+        num_items: int, number of items; ids run from 1 to `num_items` and
+            0 is padding.
+        max_length: int, length of the (left-padded) input histories.
+        dim: int, hidden size.
+        depth: int, number of blocks.
+        num_heads: int, attention heads per block.
+        alpha: float in `[0, 1]`, weight of the Fourier filter branch;
+            `0` gives SASRec.
+        cutoff: int, the paper's `c`: the filter keeps `c // 2 + 1` bins.
+        dropout: float, dropout of the embeddings and of every branch.
+        attention_dropout: float, dropout of the attention weights.
+        seed: int, seed of the dropout layers.
+        name: model name.
+
+    Returns:
+        A `keras.Model` from `(batch, max_length)` int item ids (0 = padding,
+        most recent item last) to `(batch, num_items + 1)` next-item logits;
+        column 0 is the padding item. Train it with softmax cross-entropy
+        (`from_logits=True`). Its blocks are the layers named `block_i`.
+
+    Example:
+
+    >>> model = build_bsarec(num_items=100, max_length=20)
+    >>> model(np.array([[0] * 17 + [4, 8, 15]])).shape
+    (1, 101)
+
+    References:
+        - [Shin et al., 2024](https://arxiv.org/abs/2312.10325)
+    """
+    for argument, value in (
+        ("num_items", num_items),
+        ("max_length", max_length),
+        ("dim", dim),
+        ("depth", depth),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(
+                f"`{argument}` must be a positive integer. Received: {argument}={value!r}"
+            )
+    item_ids = keras.Input(shape=(max_length,), dtype="int32", name="item_ids")
+    items = keras.layers.ReversibleEmbedding(
+        num_items + 1, dim, embeddings_initializer=INITIALIZER, mask_zero=True, name="items"
+    )
+    x = items(item_ids)  # (batch, max_length, dim)
+    x = PositionEmbedding(max_length, initializer=INITIALIZER, name="positions")(x)
+    x = keras.layers.LayerNormalization(epsilon=1e-12, name="embedding_norm")(x)
+    x = keras.layers.Dropout(dropout, seed=seed, name="embedding_dropout")(x)
+    for index in range(depth):
+        x = BSARecBlock(
+            num_heads,
+            alpha=alpha,
+            cutoff=cutoff,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            kernel_initializer=INITIALIZER,
+            seed=seed,
+            name=f"block_{index}",
+        )(x)
+    last = x[:, -1]  # (batch, dim), the most recent position
+    logits = items(last, reverse=True)  # (batch, num_items + 1)
+    return keras.Model(item_ids, logits, name=name)
+
+
+def build_sasrec(
+    num_items,
+    max_length=50,
+    dim=64,
+    depth=2,
+    num_heads=2,
+    dropout=0.5,
+    attention_dropout=0.5,
+    seed=None,
+    name="sasrec",
+):
+    """Builds the SASRec baseline: `build_bsarec` with attention-only blocks.
+
+    Causal multi-head self-attention (the library's `MultiHeadSelfAttention`)
+    with padded items masked, post-norm residual branches and a 4x GELU
+    feed-forward network, trained with softmax cross-entropy at the last
+    position, as the official BSARec code's SASRec.
+
+    Args:
+        num_items: int, number of items (ids 1..num_items, 0 is padding).
+        max_length: int, length of the left-padded input histories.
+        dim: int, hidden size.
+        depth: int, number of blocks.
+        num_heads: int, attention heads per block.
+        dropout: float, dropout of the embeddings and branches.
+        attention_dropout: float, dropout of the attention weights.
+        seed: int, seed of the dropout layers.
+        name: model name.
+
+    Returns:
+        A `keras.Model` from `(batch, max_length)` item ids to
+        `(batch, num_items + 1)` next-item logits.
+
+    Example:
+
+    >>> model = build_sasrec(num_items=100, max_length=20)
+    >>> model(np.array([[0] * 17 + [4, 8, 15]])).shape
+    (1, 101)
+
+    References:
+        - [Kang & McAuley, 2018](https://arxiv.org/abs/1808.09781)
+    """
+    return build_bsarec(
+        num_items,
+        max_length=max_length,
+        dim=dim,
+        depth=depth,
+        num_heads=num_heads,
+        alpha=0.0,
+        dropout=dropout,
+        attention_dropout=attention_dropout,
+        seed=seed,
+        name=name,
+    )

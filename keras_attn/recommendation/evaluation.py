@@ -1,0 +1,95 @@
+"""Full-ranking evaluation of a next-item model, and early stopping on it."""
+
+import keras
+import numpy as np
+
+from keras_attn.recommendation.metrics import exclusion_mask, ranking_metrics, target_ranks
+
+
+def evaluate_full_ranking(model, inputs, targets, seen, ks=(5, 10, 20), batch_size=1024):
+    """HR@k and NDCG@k of `model`, ranking every item for every query.
+
+    Args:
+        model: a Keras model from `(batch, max_length)` item ids to
+            `(batch, num_items + 1)` next-item scores (column 0: padding).
+        inputs: `(num_queries, max_length)` left-padded histories.
+        targets: `(num_queries,)` the item to find.
+        seen: list of 1D int arrays, items excluded from each ranking (the
+            history), see `exclusion_mask`. `None` excludes only padding.
+        ks: cut-offs.
+        batch_size: int, queries scored at once.
+
+    Returns:
+        dict `{"HR@k": float, "NDCG@k": float}` for each `k`.
+    """
+    ranks = []
+    for start in range(0, len(inputs), batch_size):
+        stop = start + batch_size
+        scores = keras.ops.convert_to_numpy(model(inputs[start:stop], training=False))
+        rows_seen = seen[start:stop] if seen is not None else [[]] * len(scores)
+        exclude = exclusion_mask(rows_seen, scores.shape[1])
+        ranks.append(target_ranks(scores, targets[start:stop], exclude))
+    return ranking_metrics(np.concatenate(ranks), ks)
+
+
+class RankingEarlyStopping(keras.callbacks.Callback):
+    """Stops training when a validation ranking metric stops improving.
+
+    After each epoch it ranks all items for the validation queries. A score
+    counts as better only when it is strictly higher than the best so far
+    (as in the official BSARec code). Training stops after `patience`
+    epochs without improvement, and the best weights are restored at the end.
+
+    Args:
+        inputs: validation histories, `(num_queries, max_length)`.
+        targets: validation targets, `(num_queries,)`.
+        seen: list of item arrays excluded from each ranking.
+        monitor: name of the metric to maximise, such as `"NDCG@20"`.
+        patience: int, epochs without improvement before stopping.
+        ks: cut-offs of the computed metrics.
+        verbose: bool, print the metrics after each epoch.
+
+    Attributes:
+        history: list of the metric dicts, one per epoch.
+        best_epoch: 0-based epoch of the best score.
+        best_score: the best `monitor` value.
+    """
+
+    def __init__(
+        self, inputs, targets, seen, monitor="NDCG@20", patience=10, ks=(5, 10, 20), verbose=False
+    ):
+        super().__init__()
+        if not isinstance(patience, int) or patience < 1:
+            raise ValueError(
+                f"`patience` must be a positive integer. Received: patience={patience!r}"
+            )
+        self.inputs, self.targets, self.seen = inputs, targets, seen
+        self.monitor = monitor
+        self.patience = patience
+        self.ks = ks
+        self.verbose = verbose
+
+    def on_train_begin(self, logs=None):
+        self.history = []
+        self.best_epoch, self.best_score, self.best_weights = None, -np.inf, None
+        self._waited = 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        metrics = evaluate_full_ranking(self.model, self.inputs, self.targets, self.seen, self.ks)
+        self.history.append(metrics)
+        if logs is not None:
+            logs.update({f"val_{name}": value for name, value in metrics.items()})
+        if self.verbose:
+            print(f"epoch {epoch + 1}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+        if metrics[self.monitor] > self.best_score:
+            self.best_epoch, self.best_score = epoch, metrics[self.monitor]
+            self.best_weights = self.model.get_weights()
+            self._waited = 0
+            return
+        self._waited += 1
+        if self._waited >= self.patience:
+            self.model.stop_training = True
+
+    def on_train_end(self, logs=None):
+        if self.best_weights is not None:
+            self.model.set_weights(self.best_weights)

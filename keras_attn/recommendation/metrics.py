@@ -1,0 +1,77 @@
+"""Full-ranking metrics of next-item recommendation: HR@K and NDCG@K."""
+
+import numpy as np
+
+from keras_attn.recommendation.data import PADDING_ITEM
+
+
+def exclusion_mask(seen, num_items):
+    """Boolean `(len(seen), num_items)`: True for items removed from the ranking.
+
+    The padding item 0 and every item of `seen[row]` are excluded, as the
+    official BSARec evaluation removes the items a user has already seen.
+
+    Args:
+        seen: list of 1D int arrays, the history of each row.
+        num_items: int, number of score columns (items + padding).
+
+    Returns:
+        Boolean array of shape `(len(seen), num_items)`.
+    """
+    mask = np.zeros((len(seen), num_items), bool)
+    mask[:, PADDING_ITEM] = True
+    for row, items in enumerate(seen):
+        mask[row, np.asarray(items, np.int64)] = True
+    return mask
+
+
+def target_ranks(scores, targets, exclude=None):
+    """0-based rank of each target among all candidate items.
+
+    The rank counts the other candidates whose score is at least the
+    target's: ties count against the target, so a model that scores every
+    item the same ranks each target last, never first. Excluded items are
+    not candidates; the target itself always is.
+
+    Args:
+        scores: `(batch, num_items)` float array.
+        targets: `(batch,)` int array of target columns.
+        exclude: optional boolean `(batch, num_items)` array, True for items
+            that are not candidates.
+
+    Returns:
+        int64 array of shape `(batch,)`.
+
+    Example:
+
+    >>> target_ranks(np.array([[0.1, 0.9, 0.5, 0.5]]), np.array([2])).tolist()
+    [2]
+    """
+    scores = np.asarray(scores)
+    rows = np.arange(len(scores))
+    target_scores = scores[rows, targets][:, None]  # (batch, 1)
+    ahead = scores >= target_scores  # (batch, num_items)
+    ahead[rows, targets] = False
+    if exclude is not None:
+        ahead &= ~np.asarray(exclude, bool)
+    return ahead.sum(axis=1).astype(np.int64)
+
+
+def hit_rate(ranks, k):
+    """HR@k: the share of targets ranked in the top `k` (rank < k)."""
+    return float(np.mean(np.asarray(ranks) < k))
+
+
+def ndcg(ranks, k):
+    """NDCG@k with one relevant item: mean of `1 / log2(rank + 2)` over top-`k` targets."""
+    ranks = np.asarray(ranks, np.float64)
+    return float(np.mean(np.where(ranks < k, 1.0 / np.log2(ranks + 2.0), 0.0)))
+
+
+def ranking_metrics(ranks, ks=(5, 10, 20)):
+    """`{"HR@k": ..., "NDCG@k": ...}` for each `k` in `ks`."""
+    metrics = {}
+    for k in ks:
+        metrics[f"HR@{k}"] = hit_rate(ranks, k)
+        metrics[f"NDCG@{k}"] = ndcg(ranks, k)
+    return metrics

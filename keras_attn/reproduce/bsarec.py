@@ -1,0 +1,191 @@
+"""BSARec vs SASRec on MovieLens-100K (Shin et al., AAAI 2024).
+
+Both models are trained the same way (softmax cross-entropy over all items at
+the last position, Adam, the same epochs budget and early stopping on
+validation NDCG@20) for several seeds, then tested leave-one-out with full
+ranking: HR@5/10/20 and NDCG@5/10/20, mean and standard deviation.
+"""
+
+import time
+
+import keras
+import numpy as np
+
+from keras_attn.datasets import load_movielens_100k
+from keras_attn.models import build_bsarec, build_sasrec
+from keras_attn.recommendation import (
+    RankingEarlyStopping,
+    evaluate_full_ranking,
+    index_items,
+    leave_one_out_split,
+    user_sequences,
+)
+from keras_attn.utils import is_small_run, write_results
+
+NAME = "bsarec"
+HELP = "BSARec vs SASRec next-item recommendation on MovieLens-100K."
+MODELS = ("SASRec", "BSARec")
+COLORS = {"SASRec": "tab:gray", "BSARec": "tab:blue"}
+METRICS = ("HR@5", "NDCG@5", "HR@10", "NDCG@10", "HR@20", "NDCG@20")
+# Fast: a quick check (the slow test runs it with 1 seed and 1 epoch). Full: the
+# documented comparison, about 9 CPU-minutes in total.
+FAST = {"users": 200, "seeds": 2, "epochs": 2, "patience": 2, "max_length": 20}
+FULL = {"users": None, "seeds": 3, "epochs": 8, "patience": 3, "max_length": 20}
+
+
+def add_arguments(parser):
+    parser.add_argument("--seeds", type=int, help="Number of seeds (fast 2, full 3).")
+    parser.add_argument("--epochs", type=int, help="Most epochs per run (fast 2, full 8).")
+    parser.add_argument("--patience", type=int, help="Early-stopping patience (fast 2, full 3).")
+    parser.add_argument("--alpha", type=float, default=0.9, help="BSARec filter weight.")
+    parser.add_argument("--cutoff", type=int, default=3, help="BSARec's c (keeps c//2+1 bins).")
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument(
+        "--max-length", type=int, help="History length (fast and full 20; the paper's is 50)."
+    )
+    parser.add_argument("--jit-compile", action="store_true", help="Train with XLA.")
+
+
+def load_split(max_length, users=None):
+    """Leave-one-out split of MovieLens-100K, optionally of its first `users` users."""
+    ratings = load_movielens_100k()
+    items, vocabulary = index_items(ratings["item_id"])
+    _, sequences = user_sequences(ratings["user_id"], items, ratings["timestamp"])
+    return leave_one_out_split(sequences[:users], max_length), len(vocabulary)
+
+
+def train_and_test(model, split, epochs, patience, learning_rate, batch_size, jit_compile=False):
+    """Trains with cross-entropy and early stopping; returns test metrics and the log."""
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=jit_compile,
+    )
+    stopping = RankingEarlyStopping(
+        split.valid_inputs, split.valid_targets, split.valid_seen, patience=patience
+    )
+    start = time.perf_counter()
+    history = model.fit(
+        split.train_inputs,
+        split.train_targets,
+        batch_size=batch_size,
+        epochs=epochs,
+        callbacks=[stopping],
+        verbose=0,
+    )
+    seconds = time.perf_counter() - start
+    test = evaluate_full_ranking(model, split.test_inputs, split.test_targets, split.test_seen)
+    return {
+        "test": test,
+        "best_epoch": stopping.best_epoch + 1,
+        "epochs_run": len(stopping.history),
+        "valid_ndcg20": [m["NDCG@20"] for m in stopping.history],
+        "train_loss": [float(v) for v in history.history["loss"]],
+        "seconds": seconds,
+    }
+
+
+def summarize(runs):
+    """Mean and sample standard deviation of each test metric over seeds."""
+    table = {}
+    for metric in METRICS:
+        values = np.array([run["test"][metric] for run in runs])
+        table[metric] = {
+            "mean": float(values.mean()),
+            "std": float(values.std(ddof=1)) if len(values) > 1 else 0.0,
+        }
+    return table
+
+
+def run(args):
+    setting = FULL if args.full and not is_small_run() else FAST
+    seeds = args.seeds or setting["seeds"]
+    epochs = args.epochs or setting["epochs"]
+    patience = args.patience or setting["patience"]
+    max_length = args.max_length or setting["max_length"]
+    split, num_items = load_split(max_length, setting["users"])
+    builders = {
+        "SASRec": lambda seed: build_sasrec(num_items, max_length, seed=seed),
+        "BSARec": lambda seed: build_bsarec(
+            num_items, max_length, alpha=args.alpha, cutoff=args.cutoff, seed=seed
+        ),
+    }
+    runs = {name: [] for name in MODELS}
+    for seed in range(seeds):
+        for name in MODELS:
+            keras.utils.set_random_seed(seed)
+            result = train_and_test(
+                builders[name](seed),
+                split,
+                epochs,
+                patience,
+                args.learning_rate,
+                args.batch_size,
+                args.jit_compile,
+            )
+            runs[name].append(result)
+            print(
+                f"{name} seed {seed}: best epoch {result['best_epoch']}/{result['epochs_run']}, "
+                f"{result['seconds']:.0f} s, "
+                + ", ".join(f"{m} {result['test'][m]:.4f}" for m in METRICS)
+            )
+    summary = {name: summarize(runs[name]) for name in MODELS}
+    print_table(summary, seeds)
+    results = {
+        "setting": "full" if setting is FULL else "fast",
+        "users": len(split.test_targets),
+        "items": num_items,
+        "train_samples": len(split.train_targets),
+        "seeds": seeds,
+        "max_epochs": epochs,
+        "patience": patience,
+        "alpha": args.alpha,
+        "cutoff": args.cutoff,
+        "learning_rate": args.learning_rate,
+        "batch_size": args.batch_size,
+        "max_length": max_length,
+        "jit_compile": args.jit_compile,
+        "summary": summary,
+        "bsarec_beats_sasrec": {
+            metric: summary["BSARec"][metric]["mean"] > summary["SASRec"][metric]["mean"]
+            for metric in METRICS
+        },
+        "runs": runs,
+    }
+    write_results(args.out, NAME, results, plot(runs, summary))
+    return results
+
+
+def print_table(summary, seeds):
+    print(f"\nTest, full ranking, mean ± std over {seeds} seeds")
+    print(f"{'model':<8}" + "".join(f"{m:>18}" for m in METRICS))
+    for name, table in summary.items():
+        cells = "".join(f"{table[m]['mean']:>10.4f} ± {table[m]['std']:.4f}" for m in METRICS)
+        print(f"{name:<8}{cells}")
+
+
+def plot(runs, summary):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (curves, bars) = plt.subplots(1, 2, figsize=(10, 3.5))
+    positions = np.arange(len(METRICS))
+    for offset, name in zip((-0.2, 0.2), MODELS, strict=True):
+        color = COLORS[name]
+        for index, result in enumerate(runs[name]):
+            epochs = np.arange(1, len(result["valid_ndcg20"]) + 1)
+            label = name if index == 0 else None
+            curves.plot(epochs, result["valid_ndcg20"], color=color, alpha=0.7, label=label)
+        means = [summary[name][m]["mean"] for m in METRICS]
+        stds = [summary[name][m]["std"] for m in METRICS]
+        bars.bar(positions + offset, means, 0.4, yerr=stds, color=color, label=name)
+    curves.set(xlabel="epoch", ylabel="validation NDCG@20", title="Early stopping signal")
+    curves.legend()
+    bars.set_xticks(positions, METRICS, rotation=30)
+    bars.set(title="Test (MovieLens-100K, full ranking)")
+    bars.legend()
+    figure.tight_layout()
+    return figure

@@ -1,0 +1,141 @@
+import math
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.layers import BSARecBlock, FourierFilter, MultiHeadSelfAttention
+from keras_attn.testing import LayerChecks
+from keras_attn.testing.reference import self_attention_reference
+
+erf = np.vectorize(math.erf)
+
+pytestmark = pytest.mark.backend_agnostic
+
+CHECKS = LayerChecks(
+    BSARecBlock,
+    {"num_heads": 2, "alpha": 0.7, "cutoff": 3, "dropout": 0.1, "attention_dropout": 0.1},
+    input_shape=(2, 6, 8),
+    bad_init_kwargs=[
+        {"num_heads": 0},
+        {"alpha": 1.5},
+        {"alpha": "half"},
+        {"cutoff": 0},
+        {"intermediate_dim": 0},
+        {"dropout": 1.0},
+        {"attention_dropout": -0.1},
+    ],
+)
+
+
+@pytest.mark.parametrize("check", LayerChecks.CHECKS)
+def test_layer_contract(check, tmp_path):
+    CHECKS.run(check, tmp_path)
+
+
+def _inputs(shape=(2, 7, 8), seed=0):
+    return np.random.default_rng(seed).normal(size=shape).astype("float32")
+
+
+def _layer_norm(x, norm):
+    mean = x.mean(-1, keepdims=True)
+    variance = x.var(-1, keepdims=True)
+    return (x - mean) / np.sqrt(variance + norm.epsilon) * np.asarray(norm.gamma) + np.asarray(
+        norm.beta
+    )
+
+
+def _filter_reference(x, layer):
+    spectrum = np.fft.rfft(x, axis=1, norm="ortho")  # (batch, length // 2 + 1, dim)
+    spectrum[:, layer.cutoff // 2 + 1 :] = 0.0
+    low = np.fft.irfft(spectrum, n=x.shape[1], axis=1, norm="ortho")
+    beta = np.asarray(layer.sqrt_beta) ** 2
+    return _layer_norm(x + low + beta * (x - low), layer.layer_norm)
+
+
+def _block_reference(x, block, mask=None):
+    length = x.shape[1]
+    allowed = np.tril(np.ones((length, length), bool))[None, None]
+    if mask is not None:
+        allowed = allowed & mask[:, None, None, :]
+    mixed = 0.0
+    if block.uses_filter:
+        mixed = block.alpha * _filter_reference(x, block.fourier_filter)
+    if block.uses_attention:
+        attended = self_attention_reference(x, block.attention, allowed)[0]
+        mixed = mixed + (1 - block.alpha) * _layer_norm(attended + x, block.attention_norm)
+    dense_1, dense_2 = block.intermediate_dense, block.output_dense
+    hidden = mixed @ np.asarray(dense_1.kernel) + np.asarray(dense_1.bias)
+    hidden = 0.5 * hidden * (1.0 + erf(hidden / np.sqrt(2.0)))  # exact GELU
+    output = hidden @ np.asarray(dense_2.kernel) + np.asarray(dense_2.bias)
+    return _layer_norm(output + mixed, block.output_norm)
+
+
+def _built(alpha, x, **kwargs):
+    block = BSARecBlock(num_heads=2, alpha=alpha, cutoff=3, **kwargs)
+    block(x)
+    rng = np.random.default_rng(3)
+    for weight in block.weights:  # non-trivial biases and norms
+        weight.assign(weight + 0.1 * rng.normal(size=weight.shape).astype("float32"))
+    return block
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 1.0])
+def test_matches_numpy_reference(alpha):
+    x = _inputs()
+    block = _built(alpha, x)
+    np.testing.assert_allclose(block(x), _block_reference(x, block), atol=1e-4)
+
+
+def test_matches_numpy_reference_with_left_padding():
+    x = _inputs()
+    mask = np.array([[0, 0, 0, 1, 1, 1, 1], [1] * 7], bool)
+    block = _built(0.6, x)
+    np.testing.assert_allclose(block(x, mask=mask), _block_reference(x, block, mask), atol=1e-4)
+
+
+def test_alpha_selects_the_branches_that_are_built():
+    x = _inputs()
+    sasrec, mixed, filter_only = (_built(alpha, x) for alpha in (0.0, 0.5, 1.0))
+    assert not hasattr(sasrec, "fourier_filter")
+    assert isinstance(sasrec.attention, MultiHeadSelfAttention)
+    assert sasrec.attention.attention_pattern == "causal"
+    assert isinstance(mixed.fourier_filter, FourierFilter)
+    assert not hasattr(filter_only, "attention")
+    # SASRec's block has no sqrt_beta; BSARec's has one per channel.
+    assert len(mixed.weights) == len(sasrec.weights) + 1 + 2  # sqrt_beta, LayerNorm
+
+
+def test_sasrec_block_is_causal_and_ignores_padded_items():
+    x = _inputs()
+    block = _built(0.0, x)
+    changed = x.copy()
+    changed[:, 5:] += 1.0
+    np.testing.assert_allclose(block(changed)[:, :5], block(x)[:, :5], atol=1e-5)
+    mask = np.array([[0, 0, 1, 1, 1, 1, 1]] * 2, bool)
+    padded = x.copy()
+    padded[:, :2] = 50.0
+    np.testing.assert_allclose(
+        block(padded, mask=mask)[:, 2:], block(x, mask=mask)[:, 2:], atol=1e-5
+    )
+
+
+def test_bsarec_block_sees_the_whole_sequence():
+    x = _inputs()
+    block = _built(0.5, x)
+    changed = x.copy()
+    changed[:, 5:] += 1.0
+    assert not np.allclose(block(changed)[:, :5], block(x)[:, :5], atol=1e-3)
+
+
+def test_default_kernels_are_normal_with_stddev_0_02():
+    block = BSARecBlock(num_heads=2)
+    block(_inputs((2, 7, 64)))
+    kernel = keras.ops.convert_to_numpy(block.intermediate_dense.kernel)
+    assert abs(kernel.std() - 0.02) < 2e-3
+    assert np.all(keras.ops.convert_to_numpy(block.attention.query_dense.bias) == 0.0)
+
+
+def test_too_many_heads_are_rejected():
+    with pytest.raises(ValueError, match="Received: input_shape"):
+        BSARecBlock(num_heads=16)(_inputs((2, 7, 8)))
