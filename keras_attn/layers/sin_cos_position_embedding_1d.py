@@ -39,6 +39,9 @@ class SinCosPositionEmbedding1D(keras.layers.Layer):
         - [Yuan et al., 2021](https://arxiv.org/abs/2101.11986)
     """
 
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+
     def build(self, input_shape):
         length, dim = input_shape[1], input_shape[-1]
         if length is None:

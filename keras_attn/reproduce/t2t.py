@@ -82,7 +82,7 @@ def build_model(name, seed=0):
 
 def load_data(train_size, test_size):
     """Standardised `(images, labels)` pairs, images `(n, 28, 28, 1)` float32."""
-    (x_train, y_train), (x_test, y_test) = load_fashion_mnist()
+    (x_train, y_train), (x_test, y_test) = load_fashion_mnist(limit=max(train_size, test_size))
     mean, std = x_train.mean(), x_train.std()
 
     def prepare(x):
