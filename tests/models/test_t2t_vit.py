@@ -88,7 +88,7 @@ def test_small_model_trains_under_xla_and_saves(tmp_path):
         3,
         variant=None,
         embed_dim=16,
-        depth=2,
+        depth=1,
         num_heads=2,
         mlp_ratio=2.0,
         token_dim=4,
@@ -105,7 +105,7 @@ def test_small_model_trains_under_xla_and_saves(tmp_path):
     images = rng.normal(size=(32, 12, 12)).astype("float32")
     labels = (images[:, :6].mean((1, 2)) > 0).astype("int32")
     model.compile(keras.optimizers.Adam(3e-3), "sparse_categorical_crossentropy", jit_compile=True)
-    history = model.fit(images, labels, epochs=4, batch_size=16, verbose=0)
+    history = model.fit(images, labels, epochs=3, batch_size=16, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0]
     path = str(tmp_path / "t2t.keras")
     model.save(path)
