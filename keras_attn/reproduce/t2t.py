@@ -49,7 +49,7 @@ COMPARISONS = {
     "deep-narrow vs shallow-wide": ("deep_narrow", "shallow_wide"),
 }
 # (train images, test images, epochs) of each setting.
-SETTINGS = {"small": (256, 256, 1), "fast": (2000, 2000, 3), "full": (10000, 10000, 5)}
+SETTINGS = {"small": (256, 256, 1), "fast": (2000, 2000, 3), "full": (8000, 10000, 5)}
 
 
 def add_arguments(parser):
