@@ -12,6 +12,11 @@ from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.layers.patch_embedding import PatchEmbedding
 from keras_attn.layers.position_embedding import PositionEmbedding
 from keras_attn.layers.sin_cos_position_embedding import SinCosPositionEmbedding2D
+from keras_attn.layers.sin_cos_position_embedding_1d import SinCosPositionEmbedding1D
+from keras_attn.layers.soft_split import SoftSplit
+from keras_attn.layers.t2t_module import T2TModule
+from keras_attn.layers.token_performer import TokenPerformer
+from keras_attn.layers.token_transformer import TokenTransformer
 from keras_attn.layers.transformer_block import TransformerBlock
 
 __all__ = [
@@ -27,6 +32,11 @@ __all__ = [
     "MultiHeadSelfAttention",
     "PatchEmbedding",
     "PositionEmbedding",
+    "SinCosPositionEmbedding1D",
     "SinCosPositionEmbedding2D",
+    "SoftSplit",
+    "T2TModule",
+    "TokenPerformer",
+    "TokenTransformer",
     "TransformerBlock",
 ]

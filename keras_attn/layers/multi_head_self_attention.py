@@ -42,6 +42,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             dimension of the input.
         dropout: float in `[0, 1)`, dropout rate on the attention weights.
         use_bias: bool, whether the projections use bias vectors.
+        output_use_bias: bool or `None`, whether the output projection uses
+            a bias vector. `None` (default) follows `use_bias`; `False`
+            with `use_bias=True`, or `True` with `use_bias=False` (query,
+            key and value without bias, as in T2T-ViT), sets it apart.
         attention_pattern: `"dense"` (every key), `"causal"` (keys up to the
             query position) or an `AttentionPattern` instance, whose keys are
             gathered so that no `(length, length)` tensor is built.
@@ -92,6 +96,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         output_dim=None,
         dropout=0.0,
         use_bias=True,
+        output_use_bias=None,
         attention_pattern="dense",
         logit_scale="none",
         kernel_initializer="glorot_uniform",
@@ -131,6 +136,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.output_dim = output_dim
         self.dropout = dropout
         self.use_bias = use_bias
+        self.output_use_bias = use_bias if output_use_bias is None else output_use_bias
         self.attention_pattern = attention_pattern
         self.logit_scale = logit_scale
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -179,15 +185,16 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             "value", "abc,cde->abde", (None, self.num_heads, self.value_dim)
         )
         self._output_dense = self._projection(
-            "attention_output", "abcd,cde->abe", (None, output_dim)
+            "attention_output", "abcd,cde->abe", (None, output_dim), self.output_use_bias
         )
         self._query_dense.build(input_shape)
         self._key_dense.build(input_shape)
         self._value_dense.build(input_shape)
         self._output_dense.build((input_shape[0], input_shape[1], self.num_heads, self.value_dim))
 
-    def _projection(self, name, equation, output_shape):
-        bias_axes = equation.split("->")[1][2:] if self.use_bias else None
+    def _projection(self, name, equation, output_shape, use_bias=None):
+        use_bias = self.use_bias if use_bias is None else use_bias
+        bias_axes = equation.split("->")[1][2:] if use_bias else None
         return keras.layers.EinsumDense(
             equation,
             output_shape=output_shape,
@@ -316,6 +323,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 "output_dim": self.output_dim,
                 "dropout": self.dropout,
                 "use_bias": self.use_bias,
+                "output_use_bias": self.output_use_bias,
                 "attention_pattern": (
                     keras.saving.serialize_keras_object(pattern) if self.is_sparse else pattern
                 ),

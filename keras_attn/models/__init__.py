@@ -5,14 +5,17 @@ from keras_attn.models.bsarec import build_bsarec, build_sasrec
 from keras_attn.models.decoder_language_model import build_decoder_language_model
 from keras_attn.models.logsparse_forecaster import build_logsparse_forecaster
 from keras_attn.models.minilm_encoder import build_minilm_encoder
+from keras_attn.models.t2t_vit import T2T_VIT_VARIANTS, build_t2t_vit
 from keras_attn.models.vision_transformer import build_vision_transformer
 
 __all__ = [
+    "T2T_VIT_VARIANTS",
     "build_bert_encoder",
     "build_bsarec",
     "build_decoder_language_model",
     "build_logsparse_forecaster",
     "build_minilm_encoder",
     "build_sasrec",
+    "build_t2t_vit",
     "build_vision_transformer",
 ]

@@ -199,3 +199,21 @@ def test_causal_window_pattern():
     assert keras.ops.convert_to_numpy(valid).sum(-1).tolist() == [1, 2, 3, 3]
     with pytest.raises(ValueError, match="Received: window=0"):
         CausalWindowPattern(window=0)
+
+
+@pytest.mark.parametrize(
+    ("use_bias", "output_use_bias", "biased"),
+    [
+        (True, None, [True] * 4),
+        (False, True, [False] * 3 + [True]),
+        (True, False, [True] * 3 + [False]),
+    ],
+)
+def test_output_use_bias_sets_the_output_bias_apart(use_bias, output_use_bias, biased):
+    x = _inputs()
+    layer = _built(use_bias=use_bias, output_use_bias=output_use_bias, bias_initializer="ones")
+    projections = (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense)
+    assert [d.bias is not None for d in projections] == biased
+    np.testing.assert_allclose(layer(x), self_attention_reference(x, layer)[0], atol=1e-5)
+    clone = MultiHeadSelfAttention.from_config(layer.get_config())
+    assert clone.output_use_bias is biased[3]

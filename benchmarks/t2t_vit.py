@@ -1,0 +1,59 @@
+"""Forward throughput of T2T-ViT-7 at 224 pixels: XLA against eager execution.
+
+Builds T2T-ViT-7 (1000 classes), then times its inference forward pass
+eagerly (the baseline: `model(x)` op by op) and compiled with XLA
+(`tf.function(jit_compile=True)`), on the same weights and inputs in the same
+process. Prints images per second and the ratio XLA / eager (above 1: XLA is
+faster), plus the analytic GMACs per image.
+
+    python benchmarks/t2t_vit.py [--batch 4] [--repeats 5] [--variant t2t_vit_7]
+"""
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from keras_attn.models import build_t2t_vit  # noqa: E402
+from keras_attn.utils import count_macs  # noqa: E402
+
+
+def seconds_per_call(call, x, repeats):
+    call(x).numpy()  # warm-up (and compilation for XLA)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call(x).numpy()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variant", default="t2t_vit_7")
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    size = args.image_size
+    model = build_t2t_vit((size, size, 3), 1000, variant=args.variant)
+    x = tf.random.normal((args.batch, size, size, 3), seed=0)
+    xla = tf.function(lambda images: model(images, training=False), jit_compile=True)
+    np.testing.assert_allclose(xla(x).numpy(), model(x, training=False).numpy(), atol=1e-4)
+    print(f"{args.variant}, {size} px, batch {args.batch}, median of {args.repeats} calls")
+    print(f"GMACs per image (analytic): {count_macs(model) / 1e9:.2f}")
+    eager_time = seconds_per_call(lambda images: model(images, training=False), x, args.repeats)
+    xla_time = seconds_per_call(xla, x, args.repeats)
+    print(f"{'mode':>6} {'ms / batch':>11} {'images / s':>11}")
+    for mode, seconds in (("eager", eager_time), ("XLA", xla_time)):
+        print(f"{mode:>6} {seconds * 1e3:>11.1f} {args.batch / seconds:>11.1f}")
+    print(f"XLA / eager throughput: {eager_time / xla_time:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""Transformer token layer of Tokens-to-Token ViT (T2T-ViT_t).
+
+Yuan et al., "Tokens-to-Token ViT: Training Vision Transformers from Scratch
+on ImageNet", ICCV 2021 (https://arxiv.org/abs/2101.11986).
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
+
+
+class _ValueSkipAttention(MultiHeadSelfAttention):
+    """Single-head core attention whose logits use `1 / sqrt(input_dim)`.
+
+    The official code scales the logits by the input size of the layer
+    (147 or 576 in T2T-ViT), not by `key_dim`; queries are rescaled here so
+    that the core's `1 / sqrt(key_dim)` yields that scale.
+    """
+
+    def project_queries_and_keys(self, inputs):
+        query, key = super().project_queries_and_keys(inputs)
+        rescale = math.sqrt(self.key_dim / inputs.shape[-1])
+        return query * ops.cast(rescale, query.dtype), key
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class TokenTransformer(keras.layers.Layer):
+    """One-head transformer layer that changes the token size (T2T-ViT_t).
+
+    `y = v + attn(LN(x))`, then `y + mlp(LN(y))`. The attention maps the
+    `dim` input features to `token_dim`: query, key and value projections
+    without bias, an output projection with bias (the library's attention
+    core, `output_dim=token_dim`). Because input and output sizes differ,
+    the residual goes through the value `v = LN(x) W_v` instead of `x`.
+    The MLP is `token_dim -> token_dim * mlp_ratio -> token_dim` with GELU.
+    As in the official code, the attention logits are scaled by
+    `1 / sqrt(dim)` (the input size), not `1 / sqrt(token_dim)`.
+
+    Args:
+        token_dim: int, output size (64 in the paper).
+        mlp_ratio: float, MLP hidden size as a multiple of `token_dim`.
+        dropout: float, dropout after the attention and in the MLP.
+        layer_norm_epsilon: float, epsilon of the two layer norms.
+        **kwargs: base layer arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: `(batch, length, dim)`.
+        training: bool, whether dropout is active.
+
+    Returns:
+        `(batch, length, token_dim)`.
+
+    Example:
+
+    >>> TokenTransformer(token_dim=64)(np.zeros((2, 49, 147))).shape
+    (2, 49, 64)
+
+    References:
+        - [Yuan et al., 2021](https://arxiv.org/abs/2101.11986)
+    """
+
+    def __init__(self, token_dim=64, mlp_ratio=1.0, dropout=0.0, layer_norm_epsilon=1e-5, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(token_dim, int) or isinstance(token_dim, bool) or token_dim < 1:
+            raise ValueError(
+                f"`token_dim` must be a positive integer. Received: token_dim={token_dim!r}"
+            )
+        if not mlp_ratio > 0:
+            raise ValueError(f"`mlp_ratio` must be positive. Received: mlp_ratio={mlp_ratio}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
+        self.token_dim = token_dim
+        self.mlp_ratio = mlp_ratio
+        self.dropout = dropout
+        self.layer_norm_epsilon = layer_norm_epsilon
+
+    def build(self, input_shape):
+        hidden = int(self.token_dim * self.mlp_ratio)
+        output_shape = (*input_shape[:-1], self.token_dim)
+        self.attention_norm = self._norm("attention_norm")
+        self.attention = _ValueSkipAttention(
+            num_heads=1,
+            key_dim=self.token_dim,
+            output_dim=self.token_dim,
+            use_bias=False,
+            output_use_bias=True,
+            dtype=self.dtype_policy,
+            name="attention",
+        )
+        self.mlp_norm = self._norm("mlp_norm")
+        self.mlp_hidden = keras.layers.Dense(
+            hidden, activation="gelu", dtype=self.dtype_policy, name="mlp_hidden"
+        )
+        self.mlp_output = keras.layers.Dense(
+            self.token_dim, dtype=self.dtype_policy, name="mlp_output"
+        )
+        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.attention_norm.build(input_shape)
+        self.attention.build(input_shape)
+        self.mlp_norm.build(output_shape)
+        self.mlp_hidden.build(output_shape)
+        self.mlp_output.build((*input_shape[:-1], hidden))
+
+    def _norm(self, name):
+        return keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
+
+    def call(self, inputs, training=None):
+        x = self.attention_norm(inputs)
+        # The skip value; the core projects the same value inside, and XLA
+        # merges the two identical products.
+        value = self.attention.value_dense(x)[:, :, 0, :]  # (batch, length, token_dim)
+        attended = self.dropout_layer(self.attention(x, training=training), training=training)
+        y = value + attended  # (batch, length, token_dim)
+        hidden = self.dropout_layer(self.mlp_hidden(self.mlp_norm(y)), training=training)
+        return y + self.dropout_layer(self.mlp_output(hidden), training=training)
+
+    def compute_output_shape(self, input_shape):
+        return (*input_shape[:-1], self.token_dim)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "token_dim": self.token_dim,
+                "mlp_ratio": self.mlp_ratio,
+                "dropout": self.dropout,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+            }
+        )
+        return config
