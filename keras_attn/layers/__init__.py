@@ -2,6 +2,7 @@
 
 from keras_attn.layers.attention_pattern import AttentionPattern, CausalWindowPattern
 from keras_attn.layers.class_token import ClassToken
+from keras_attn.layers.gumbel_sigmoid_gate import GumbelSigmoidGate
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.layers.patch_embedding import PatchEmbedding
 from keras_attn.layers.position_embedding import PositionEmbedding
@@ -12,6 +13,7 @@ __all__ = [
     "AttentionPattern",
     "CausalWindowPattern",
     "ClassToken",
+    "GumbelSigmoidGate",
     "MultiHeadSelfAttention",
     "PatchEmbedding",
     "PositionEmbedding",
