@@ -86,7 +86,9 @@ class GumbelSigmoidGate(keras.layers.Layer):
         self.kernel = self.add_weight(
             name="kernel", shape=(input_shape[-1], self.units), initializer=self.kernel_initializer
         )
-        self.bias = self.add_weight(name="bias", shape=(self.units,), initializer=self.bias_initializer)
+        self.bias = self.add_weight(
+            name="bias", shape=(self.units,), initializer=self.bias_initializer
+        )
 
     def logits(self, inputs):
         """The float32 decision logits, `(..., units)`."""
@@ -101,7 +103,7 @@ class GumbelSigmoidGate(keras.layers.Layer):
             noise = self._gumbel(ops.shape(logits)) - self._gumbel(ops.shape(logits))
             soft = ops.sigmoid((logits + noise) / self.temperature)
             hard = ops.cast(soft > self.threshold, "float32")
-            gates = hard + soft - ops.stop_gradient(soft)
+            gates = hard + (soft - ops.stop_gradient(soft))  # exactly `hard` forward
         else:
             gates = ops.cast(ops.sigmoid(logits) > self.threshold, "float32")
         return ops.cast(gates, self.compute_dtype)

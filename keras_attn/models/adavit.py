@@ -104,11 +104,15 @@ class AdaViT(keras.Model):
         self.num_heads = self.blocks[0].num_heads
         self.patch_gates, self.head_gates, self.block_gates = [], [], []
         for index in range(1, len(self.blocks)):
-            self.patch_gates.append(self._gate(1, patch_threshold, f"patch_gate_{index}", 3 * index))
+            self.patch_gates.append(
+                self._gate(1, patch_threshold, f"patch_gate_{index}", 3 * index)
+            )
             self.head_gates.append(
                 self._gate(self.num_heads, head_threshold, f"head_gate_{index}", 3 * index + 1)
             )
-            self.block_gates.append(self._gate(2, block_threshold, f"block_gate_{index}", 3 * index + 2))
+            self.block_gates.append(
+                self._gate(2, block_threshold, f"block_gate_{index}", 3 * index + 2)
+            )
 
     def _gate(self, units, threshold, name, offset):
         return GumbelSigmoidGate(
@@ -229,9 +233,7 @@ class AdaViT(keras.Model):
 
 
 def _check_target_usage(target_usage):
-    values = (
-        tuple(target_usage) if isinstance(target_usage, (list, tuple)) else (target_usage,) * 3
-    )
+    values = tuple(target_usage) if isinstance(target_usage, (list, tuple)) else (target_usage,) * 3
     if len(values) != 3 or not all(isinstance(v, (int, float)) and 0 < v <= 1 for v in values):
         raise ValueError(
             "`target_usage` must be a float in (0, 1] or three of them "
@@ -254,4 +256,3 @@ def _transformer_blocks(backbone):
 
 def _fixed_gates(decisions, index, dtype):
     return {key: ops.cast(decisions[key][:, index], dtype) for key in DECISION_KEYS}
-

@@ -173,16 +173,18 @@ class AdaViTFastPath:
         mlp = 2 * kept_tokens * dim * self.shape["mlp_dim"] * decisions["mlp"]
         gates = (tokens - 1) * dim + dim * (self.shape["heads"] + 2)
         gated = (attention + mlp + gates).sum(-1)
-        full = self._attention_macs(tokens, self.shape["heads"]) + 2 * tokens * dim * (
-            self.shape["mlp_dim"]
+        full = (
+            self._attention_macs(tokens, self.shape["heads"])
+            + 2 * tokens * dim * (self.shape["mlp_dim"])
         )
         return (self.fixed_macs() + full + gated).astype("int64")
 
     def full_macs(self):
         """Multiply-accumulates of one example through the backbone alone."""
         tokens, dim = self.tokens, self.shape["dim"]
-        block = self._attention_macs(tokens, self.shape["heads"]) + 2 * tokens * dim * (
-            self.shape["mlp_dim"]
+        block = (
+            self._attention_macs(tokens, self.shape["heads"])
+            + 2 * tokens * dim * (self.shape["mlp_dim"])
         )
         return int(self.fixed_macs() + len(self.blocks) * block)
 
@@ -228,28 +230,35 @@ def _attention_branch(block, x, decisions, order, counts):
     tokens = _layer_norm(x[rows, columns], block["attention_norm"])  # (examples, n, dim)
     update = np.broadcast_to(block["output_bias"], tokens.shape)
     if kept_heads.size:
-        context = _attention(block, tokens, valid, kept_heads)  # (examples, n, h, value_dim)
-        context = context * heads[:, kept_heads][:, None, :, None]
-        update = block["output_bias"] + np.einsum(
-            "bnhv,hvd->bnd", context, block["output"][kept_heads]
-        )  # (examples, n, dim)
+        context = _attention(block, tokens, valid, kept_heads)  # (examples, h, n, value_dim)
+        context = context * heads[:, kept_heads][:, :, None, None]
+        batch, _, length, value_dim = context.shape
+        context = context.transpose(0, 2, 1, 3).reshape(batch, length, -1)  # (b, n, h * v)
+        output = block["output"][kept_heads].reshape(-1, block["output"].shape[-1])
+        update = context @ output + block["output_bias"]  # (examples, n, dim)
     x[rows, columns] += update * valid[..., None]
 
 
 def _attention(block, tokens, valid, heads):
-    query = _project(tokens, block["query"], block["query_bias"], heads)  # (b, n, h, key_dim)
-    key = _project(tokens, block["key"], block["key_bias"], heads)  # (b, n, h, key_dim)
-    value = _project(tokens, block["value"], block["value_bias"], heads)  # (b, n, h, value_dim)
-    logits = np.einsum("bqhd,bkhd->bhqk", query, key) / math.sqrt(query.shape[-1])  # (b, h, n, n)
+    query = _project(tokens, block["query"], block["query_bias"], heads)  # (b, h, n, key_dim)
+    key = _project(tokens, block["key"], block["key_bias"], heads)  # (b, h, n, key_dim)
+    value = _project(tokens, block["value"], block["value_bias"], heads)  # (b, h, n, value_dim)
+    logits = query @ key.transpose(0, 1, 3, 2) / math.sqrt(query.shape[-1])  # (b, h, n, n)
     logits = np.where(valid[:, None, None, :], logits, -np.inf)
     weights = np.exp(logits - logits.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
-    return np.einsum("bhqk,bkhd->bqhd", weights, value)  # (b, n, h, value_dim)
+    return weights @ value  # (b, h, n, value_dim)
 
 
 def _project(tokens, kernel, bias, heads):
-    projected = np.einsum("bnd,dhk->bnhk", tokens, kernel[:, heads])  # (b, n, h, k)
-    return projected if bias is None else projected + bias[heads]
+    """`tokens @ kernel` for the kept heads, `(b, h, n, k)`."""
+    dim, _, size = kernel.shape
+    projected = tokens @ kernel[:, heads].reshape(dim, heads.size * size)  # (b, n, h * k)
+    if bias is not None:
+        projected = projected + bias[heads].reshape(-1)
+    batch, length = tokens.shape[:2]
+    projected = projected.reshape(batch, length, heads.size, size)  # (b, n, h, k)
+    return projected.transpose(0, 2, 1, 3)
 
 
 def _mlp_branch(block, x, mlp_on, order, counts):
