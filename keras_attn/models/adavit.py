@@ -125,11 +125,13 @@ class AdaViT(keras.Model):
         )
 
     def build(self, input_shape):
-        tokens_shape = self.stem.output.shape
+        tokens_shape = self.stem.output.shape  # (batch, tokens, dim)
+        class_token_shape = (tokens_shape[0], tokens_shape[-1])  # (batch, dim)
         for patch_gate, head_gate, block_gate in self._gates():
-            patch_gate.build(tokens_shape)
-            head_gate.build((tokens_shape[0], tokens_shape[-1]))
-            block_gate.build((tokens_shape[0], tokens_shape[-1]))
+            shapes = (tokens_shape, class_token_shape, class_token_shape)
+            for gate, shape in zip((patch_gate, head_gate, block_gate), shapes, strict=True):
+                if not gate.built:  # loading a saved model builds them first
+                    gate.build(shape)
         self.built = True
 
     def _gates(self):
