@@ -35,17 +35,23 @@ def main():
     full_accuracy = float((vit.predict(x_test, verbose=0).argmax(-1) == y_test).mean())
     accuracy = float((outputs.argmax(-1) == y_test).mean())
     print(f"train {args.train}, test {args.test}, γ={args.gamma}, model {adavit.MODEL}")
-    print(f"accuracy: full ViT {full_accuracy:.4f}, AdaViT {accuracy:.4f} "
-          f"({100 * (accuracy - full_accuracy):+.2f} points)")
-    print(f"MMACs per image: full {fast.full_macs() / 1e6:.3f}, AdaViT {macs.mean() / 1e6:.3f} "
-          f"(ratio {fast.full_macs() / macs.mean():.2f})")
+    print(
+        f"accuracy: full ViT {full_accuracy:.4f}, AdaViT {accuracy:.4f} "
+        f"({100 * (accuracy - full_accuracy):+.2f} points)"
+    )
+    print(
+        f"MMACs per image: full {fast.full_macs() / 1e6:.3f}, AdaViT {macs.mean() / 1e6:.3f} "
+        f"(ratio {fast.full_macs() / macs.mean():.2f})"
+    )
     predictors = {
         "full (XLA)": adavit.xla_predictor(vit),
         "full (NumPy)": fast.predict_full,
         "fast path": fast.predict,
     }
-    print(f"{'batch':>5} {'full XLA ms':>12} {'full NumPy ms':>14} {'fast path ms':>13} "
-          f"{'XLA/fast':>9} {'NumPy/fast':>11}")
+    print(
+        f"{'batch':>5} {'full XLA ms':>12} {'full NumPy ms':>14} {'fast path ms':>13} "
+        f"{'XLA/fast':>9} {'NumPy/fast':>11}"
+    )
     for batch, rounds in zip((1, 64), args.rounds, strict=True):
         ms = adavit.compare_latency(predictors, x_test, batch, rounds)
         print(
