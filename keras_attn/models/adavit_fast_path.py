@@ -131,7 +131,7 @@ class AdaViTFastPath:
 
     def _stem(self, images):
         if self.stem is None:
-            return keras.ops.convert_to_numpy(self.model.stem(images))
+            return np.array(keras.ops.convert_to_numpy(self.model.stem(images)))  # writable
         return self.stem(images)
 
     def _readout(self, x):
@@ -190,8 +190,8 @@ class AdaViTFastPath:
 
     def fixed_macs(self):
         """Multiply-accumulates of the patch embedding and the head."""
-        embedding = self.model.backbone.get_layer("patch_embedding") if self.stem else None
-        patch = 0 if embedding is None else _numpy(embedding.projection.kernel).size
+        embeddings = [x for x in self.model.backbone.layers if isinstance(x, PatchEmbedding)]
+        patch = sum(_numpy(embedding.projection.kernel).size for embedding in embeddings)
         classes = self.model.backbone.output.shape[-1]
         return (self.tokens - 1) * patch + self.shape["dim"] * classes
 

@@ -70,6 +70,7 @@ def test_all_gates_on_is_the_backbone():
     expected = keras.ops.convert_to_numpy(model.backbone(images))
     np.testing.assert_allclose(keras.ops.convert_to_numpy(model(images)), expected, atol=1e-6)
     fast = model.fast_path()
+    assert fast.stem is not None and fast.readout is not None  # the builder's: all NumPy
     np.testing.assert_allclose(fast.predict(images).outputs, expected, atol=1e-5)
     np.testing.assert_allclose(fast.predict_full(images), expected, atol=1e-5)
 
