@@ -18,8 +18,8 @@ def test_reproduction_writes_consistent_results(tmp_path):
     assert [run["gamma"] for run in results["adavit"]] == [0.3, 0.7]
     for run in results["adavit"]:
         assert 0 < run["macs"] <= full["macs"] * 1.01  # gates cost a little
-        # The random policy keeps the same share of everything, so about the same MACs.
-        assert run["random_policy"]["macs"] == pytest.approx(run["macs"], rel=0.1)
+        # Same keep rate per kind, but independent decisions: roughly the same MACs.
+        assert run["random_policy"]["macs"] == pytest.approx(run["macs"], rel=0.25)
         assert set(run["usage"]) == {"patches", "heads", "attention", "mlp"}
     for times in results["latency_ms"].values():
         assert set(times) == {
