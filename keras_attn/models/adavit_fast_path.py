@@ -234,7 +234,8 @@ def _attention_branch(block, x, decisions, order, counts):
         context = context * heads[:, kept_heads][:, :, None, None]
         batch, _, length, value_dim = context.shape
         context = context.transpose(0, 2, 1, 3).reshape(batch, length, -1)  # (b, n, h * v)
-        output = block["output"][kept_heads].reshape(-1, block["output"].shape[-1])
+        output = block["output"][kept_heads]  # (h, value_dim, dim)
+        output = output.reshape(-1, output.shape[-1])  # (h * value_dim, dim)
         update = context @ output + block["output_bias"]  # (examples, n, dim)
     x[rows, columns] += update * valid[..., None]
 
@@ -255,7 +256,7 @@ def _project(tokens, kernel, bias, heads):
     dim, _, size = kernel.shape
     projected = tokens @ kernel[:, heads].reshape(dim, heads.size * size)  # (b, n, h * k)
     if bias is not None:
-        projected = projected + bias[heads].reshape(-1)
+        projected = projected + bias[heads].reshape(-1)  # (h * k,)
     batch, length = tokens.shape[:2]
     projected = projected.reshape(batch, length, heads.size, size)  # (b, n, h, k)
     return projected.transpose(0, 2, 1, 3)
@@ -354,6 +355,7 @@ def _numpy_stem(stem):
     def run(images):
         images = images if images.ndim == 4 else images[..., None]
         batch, height, width, channels = images.shape
+        # (batch, rows, patch, columns, patch, channels)
         grid = images.reshape(batch, height // patch, patch, width // patch, patch, channels)
         grid = grid.transpose(0, 1, 3, 2, 4, 5)  # (batch, rows, columns, patch, patch, channels)
         patches = grid.reshape(batch, -1, patch * patch * channels)  # (batch, patches, features)
