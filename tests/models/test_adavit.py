@@ -127,7 +127,7 @@ def test_usage_loss_by_hand():
 
 
 def test_xla_fit_lowers_usage_and_save_round_trip(tmp_path):
-    model = AdaViT(_vit(), target_usage=0.2, gate_bias=1.0, seed=0)
+    model = AdaViT(_vit(depth=2), target_usage=0.2, gate_bias=1.0, seed=0)
     images, labels = _images(64), np.arange(64) % 3
     model.compile(keras.optimizers.Adam(0.05), "sparse_categorical_crossentropy", jit_compile=True)
     before = {k: v.mean() for k, v in model.decide(images).items()}
