@@ -6,6 +6,7 @@ from keras_attn.layers.class_token import ClassToken
 from keras_attn.layers.convolutional_self_attention import ConvolutionalSelfAttention
 from keras_attn.layers.fourier_filter import FourierFilter
 from keras_attn.layers.gaussian_head import GaussianHead
+from keras_attn.layers.gumbel_sigmoid_gate import GumbelSigmoidGate
 from keras_attn.layers.log_sparse_attention import LogSparseAttention
 from keras_attn.layers.log_sparse_pattern import LogSparsePattern
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
@@ -27,6 +28,7 @@ __all__ = [
     "ConvolutionalSelfAttention",
     "FourierFilter",
     "GaussianHead",
+    "GumbelSigmoidGate",
     "LogSparseAttention",
     "LogSparsePattern",
     "MultiHeadSelfAttention",

@@ -1,5 +1,7 @@
 """Models built from keras_attn layers."""
 
+from keras_attn.models.adavit import AdaViT
+from keras_attn.models.adavit_fast_path import AdaViTFastPath, FastPathResult
 from keras_attn.models.bert_encoder import build_bert_encoder
 from keras_attn.models.bsarec import build_bsarec, build_sasrec
 from keras_attn.models.decoder_language_model import build_decoder_language_model
@@ -9,6 +11,9 @@ from keras_attn.models.t2t_vit import T2T_VIT_VARIANTS, build_t2t_vit
 from keras_attn.models.vision_transformer import build_vision_transformer
 
 __all__ = [
+    "AdaViT",
+    "AdaViTFastPath",
+    "FastPathResult",
     "T2T_VIT_VARIANTS",
     "build_bert_encoder",
     "build_bsarec",

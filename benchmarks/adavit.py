@@ -1,0 +1,65 @@
+"""Inference latency of the AdaViT fast path against the full ViT.
+
+Pretrains the reproduction's small ViT on Fashion-MNIST, fine-tunes AdaViT
+at one usage target γ and times, in interleaved rounds in one process, the
+full ViT compiled with XLA (the baseline), the full ViT in the fast path's
+NumPy engine, and the AdaViT fast path, at batch 1 and 64. Prints the
+accuracies and the ratios baseline / fast path (above 1: the fast path is
+faster). Target: at least 1.5x faster at no more than 1 point accuracy loss.
+
+    python benchmarks/adavit.py [--gamma 0.5] [--train 3000] [--epochs 4 3]
+"""
+
+import argparse
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from keras_attn.reproduce import adavit  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gamma", type=float, default=0.5)
+    parser.add_argument("--train", type=int, default=3000)
+    parser.add_argument("--test", type=int, default=1000)
+    parser.add_argument("--epochs", type=int, nargs=2, default=[4, 3], help="pretrain, fine-tune")
+    parser.add_argument("--rounds", type=int, nargs=2, default=[100, 8], help="batch 1, batch 64")
+    args = parser.parse_args()
+    (x_train, y_train), (x_test, y_test) = adavit.load_data(args.train, args.test)
+    vit = adavit.pretrain_vit(x_train, y_train, args.epochs[0])
+    model = adavit.finetune_adavit(vit, x_train, y_train, args.gamma, args.epochs[1])
+    fast = model.fast_path()
+    outputs, _, macs = adavit.predict_in_chunks(fast, x_test)
+    full_accuracy = float((vit.predict(x_test, verbose=0).argmax(-1) == y_test).mean())
+    accuracy = float((outputs.argmax(-1) == y_test).mean())
+    print(f"train {args.train}, test {args.test}, γ={args.gamma}, model {adavit.MODEL}")
+    print(
+        f"accuracy: full ViT {full_accuracy:.4f}, AdaViT {accuracy:.4f} "
+        f"({100 * (accuracy - full_accuracy):+.2f} points)"
+    )
+    print(
+        f"MMACs per image: full {fast.full_macs() / 1e6:.3f}, AdaViT {macs.mean() / 1e6:.3f} "
+        f"(ratio {fast.full_macs() / macs.mean():.2f})"
+    )
+    predictors = {
+        "full (XLA)": adavit.xla_predictor(vit),
+        "full (NumPy)": fast.predict_full,
+        "fast path": fast.predict,
+    }
+    print(
+        f"{'batch':>5} {'full XLA ms':>12} {'full NumPy ms':>14} {'fast path ms':>13} "
+        f"{'XLA/fast':>9} {'NumPy/fast':>11}"
+    )
+    for batch, rounds in zip((1, 64), args.rounds, strict=True):
+        ms = adavit.compare_latency(predictors, x_test, batch, rounds)
+        print(
+            f"{batch:>5} {ms['full (XLA)']:>12.2f} {ms['full (NumPy)']:>14.2f} "
+            f"{ms['fast path']:>13.2f} {ms['full (XLA)'] / ms['fast path']:>9.2f} "
+            f"{ms['full (NumPy)'] / ms['fast path']:>11.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

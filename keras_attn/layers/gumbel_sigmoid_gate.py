@@ -1,0 +1,130 @@
+"""Binary decision gates of AdaViT (Meng et al., CVPR 2022).
+
+AdaViT: Adaptive Vision Transformers for Efficient Image Recognition,
+https://arxiv.org/abs/2111.15668. Each gate is a linear map to one logit per
+decision, made binary by a Gumbel-sigmoid with a hard straight-through
+estimator in training and by a fixed threshold at inference.
+"""
+
+import keras
+from keras import ops
+
+EPSILON = 1e-10
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class GumbelSigmoidGate(keras.layers.Layer):
+    """A linear layer followed by binary keep/skip decisions.
+
+    The logits are `inputs @ kernel + bias`, one per decision. In training
+    each decision is `1` where `sigmoid((logit + g1 - g2) / temperature)`
+    exceeds `threshold`, with `g1`, `g2` independent Gumbel(0, 1) samples,
+    and its gradient is the gradient of that sigmoid (hard straight-through).
+    At inference the decision is `sigmoid(logit) > threshold`, deterministic.
+    As in the official AdaViT code, the threshold is applied to the noisy,
+    tempered sigmoid in training and to the plain sigmoid at inference.
+
+    The logits and the decisions are computed in float32 from float32
+    inputs (the inputs are not autocast), so that mixed precision never
+    flips a decision; the output has the layer's compute dtype.
+
+    Args:
+        units: int, number of decisions per input vector.
+        temperature: float > 0, the Gumbel-sigmoid temperature τ.
+        threshold: float in `(0, 1)`, the keep threshold.
+        kernel_initializer: initializer of the `(dim, units)` kernel.
+        bias_initializer: initializer of the `(units,)` bias. A positive
+            constant starts a fine-tuned gate with most decisions on.
+        seed: int, seed of the Gumbel noise.
+        **kwargs: base layer arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: `(..., dim)`.
+        training: bool, whether to sample the Gumbel noise.
+
+    Returns:
+        `(..., units)` tensor of zeros and ones.
+
+    Example:
+
+    >>> gate = GumbelSigmoidGate(3, bias_initializer=keras.initializers.Constant(5.0))
+    >>> keras.ops.convert_to_numpy(gate(np.zeros((2, 8)))).tolist()
+    [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
+
+    References:
+        - [Meng et al., 2022](https://arxiv.org/abs/2111.15668)
+        - [Jang et al., 2017](https://arxiv.org/abs/1611.01144)
+    """
+
+    def __init__(
+        self,
+        units,
+        temperature=5.0,
+        threshold=0.5,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        seed=None,
+        **kwargs,
+    ):
+        kwargs.setdefault("autocast", False)
+        super().__init__(**kwargs)
+        if not isinstance(units, int) or isinstance(units, bool) or units < 1:
+            raise ValueError(f"`units` must be a positive integer. Received: units={units!r}")
+        if not temperature > 0:
+            raise ValueError(f"`temperature` must be positive. Received: temperature={temperature}")
+        if not 0.0 < threshold < 1.0:
+            raise ValueError(f"`threshold` must be in (0, 1). Received: threshold={threshold}")
+        self.units = units
+        self.temperature = temperature
+        self.threshold = threshold
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+
+    def build(self, input_shape):
+        self.kernel = self.add_weight(
+            name="kernel", shape=(input_shape[-1], self.units), initializer=self.kernel_initializer
+        )
+        self.bias = self.add_weight(
+            name="bias", shape=(self.units,), initializer=self.bias_initializer
+        )
+
+    def logits(self, inputs):
+        """The float32 decision logits, `(..., units)`."""
+        inputs = ops.cast(inputs, "float32")
+        return ops.matmul(inputs, ops.cast(self.kernel, "float32")) + ops.cast(
+            self.bias, "float32"
+        )  # (..., units)
+
+    def call(self, inputs, training=None):
+        logits = self.logits(inputs)
+        if training:
+            noise = self._gumbel(ops.shape(logits)) - self._gumbel(ops.shape(logits))
+            soft = ops.sigmoid((logits + noise) / self.temperature)
+            hard = ops.cast(soft > self.threshold, "float32")
+            gates = hard + (soft - ops.stop_gradient(soft))  # exactly `hard` forward
+        else:
+            gates = ops.cast(ops.sigmoid(logits) > self.threshold, "float32")
+        return ops.cast(gates, self.compute_dtype)
+
+    def _gumbel(self, shape):
+        uniform = keras.random.uniform(shape, seed=self.seed_generator)
+        return -ops.log(-ops.log(uniform + EPSILON) + EPSILON)
+
+    def compute_output_shape(self, input_shape):
+        return (*input_shape[:-1], self.units)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "units": self.units,
+                "temperature": self.temperature,
+                "threshold": self.threshold,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "seed": self.seed,
+            }
+        )
+        return config

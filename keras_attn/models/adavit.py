@@ -1,0 +1,260 @@
+"""AdaViT: adaptive patch, head and block usage (Meng et al., CVPR 2022).
+
+AdaViT: Adaptive Vision Transformers for Efficient Image Recognition,
+https://arxiv.org/abs/2111.15668. A ViT backbone gets, in every block but the
+first, a decision network on the block input: a patch gate on each patch
+token, a head gate and a block gate (attention and MLP) on the class token.
+Training adds a usage loss that pulls the mean usage to a target γ.
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_attn.layers import GumbelSigmoidGate, TransformerBlock
+
+DECISION_KEYS = ("patches", "heads", "attention", "mlp")
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class AdaViT(keras.Model):
+    """A ViT backbone with learned per-example patch, head and block usage.
+
+    Every block after the first decides from its input which patch tokens
+    it processes (the class token always is), which attention heads run and
+    whether its attention and MLP sub-layers run. A dropped patch passes the
+    block unchanged and is no key of the attention; an off head outputs
+    zero; an off sub-layer adds nothing to the residual stream. This call is
+    the masked path: it computes every token and head and multiplies by the
+    decisions, as in training. `fast_path()` returns an inference engine
+    that skips the work instead and gives the same outputs.
+
+    With `training=True` the call adds the usage loss
+    `w·|head usage − γ_h| + w·|block usage − γ_b| + w·(patch usage − γ_p)²`,
+    each usage the mean of the binary decisions over the batch and the gated
+    blocks, with `w = usage_loss_weight`.
+
+    The backbone is a functional ViT of the library, such as one made by
+    `build_vision_transformer`: its pre-norm `TransformerBlock`s run in
+    sequence between a stem (images to tokens, the class token first) and a
+    readout (tokens to the output). Its layers are shared, not copied.
+
+    Args:
+        backbone: functional `keras.Model` with pre-norm `TransformerBlock`s.
+        target_usage: float γ in `(0, 1]`, or a `(patches, heads, blocks)`
+            tuple of three.
+        usage_loss_weight: float, the weight `w` of each usage term.
+        temperature: float, the Gumbel-sigmoid temperature τ.
+        patch_threshold: float, keep threshold of the patch gates.
+        head_threshold: float, keep threshold of the head gates.
+        block_threshold: float, keep threshold of the block gates.
+        gate_bias: float, initial bias of every gate; positive values start
+            fine-tuning with most decisions on.
+        seed: int, seed of the Gumbel noise.
+        **kwargs: base model arguments, such as `name`.
+
+    Call arguments:
+        images: the backbone's input.
+        training: bool; samples the gates and adds the usage loss.
+        decisions: optional dict of fixed decisions (see `decide`), used
+            instead of the gates, for example a random policy.
+
+    Returns:
+        The backbone's output, usually class probabilities.
+
+    Example:
+
+    >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, dim=32, depth=3)
+    >>> model = AdaViT(vit, target_usage=0.5)
+    >>> model(np.zeros((2, 28, 28))).shape
+    (2, 10)
+
+    References:
+        - [Meng et al., 2022](https://arxiv.org/abs/2111.15668)
+    """
+
+    def __init__(
+        self,
+        backbone,
+        target_usage=0.5,
+        usage_loss_weight=2.0,
+        temperature=5.0,
+        patch_threshold=0.6,
+        head_threshold=0.5,
+        block_threshold=0.5,
+        gate_bias=3.0,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if isinstance(backbone, dict):
+            backbone = keras.saving.deserialize_keras_object(backbone)
+        self.target_usage = _check_target_usage(target_usage)
+        self.backbone = backbone
+        self.blocks = _transformer_blocks(backbone)
+        self.usage_loss_weight = usage_loss_weight
+        self.temperature = temperature
+        self.patch_threshold = patch_threshold
+        self.head_threshold = head_threshold
+        self.block_threshold = block_threshold
+        self.gate_bias = gate_bias
+        self.seed = seed
+        self.stem = keras.Model(backbone.input, self.blocks[0].input, name="stem")
+        self.readout = keras.Model(self.blocks[-1].output, backbone.output, name="readout")
+        self.num_heads = self.blocks[0].num_heads
+        self.patch_gates, self.head_gates, self.block_gates = [], [], []
+        for index in range(1, len(self.blocks)):
+            self.patch_gates.append(
+                self._gate(1, patch_threshold, f"patch_gate_{index}", 3 * index)
+            )
+            self.head_gates.append(
+                self._gate(self.num_heads, head_threshold, f"head_gate_{index}", 3 * index + 1)
+            )
+            self.block_gates.append(
+                self._gate(2, block_threshold, f"block_gate_{index}", 3 * index + 2)
+            )
+
+    def _gate(self, units, threshold, name, offset):
+        return GumbelSigmoidGate(
+            units,
+            temperature=self.temperature,
+            threshold=threshold,
+            bias_initializer=keras.initializers.Constant(self.gate_bias),
+            seed=None if self.seed is None else self.seed + offset,
+            name=name,
+        )
+
+    def build(self, input_shape):
+        tokens_shape = self.stem.output.shape  # (batch, tokens, dim)
+        class_token_shape = (tokens_shape[0], tokens_shape[-1])  # (batch, dim)
+        for patch_gate, head_gate, block_gate in self._gates():
+            shapes = (tokens_shape, class_token_shape, class_token_shape)
+            for gate, shape in zip((patch_gate, head_gate, block_gate), shapes, strict=True):
+                if not gate.built:  # loading a saved model builds them first
+                    gate.build(shape)
+        self.built = True
+
+    def _gates(self):
+        return zip(self.patch_gates, self.head_gates, self.block_gates, strict=True)
+
+    def call(self, images, training=None, decisions=None):
+        outputs, used = self._forward(images, training, decisions)
+        if training:
+            self.add_loss(self._usage_loss(used))
+        return outputs
+
+    def _forward(self, images, training, decisions):
+        """The masked path: the output and, per key, the gates of each gated block."""
+        x = self.blocks[0](self.stem(images), training=training)  # (batch, tokens, dim)
+        used = {key: [] for key in DECISION_KEYS}
+        for index, block in enumerate(self.blocks[1:]):
+            gates = (
+                self._gate_values(index, x, training)
+                if decisions is None
+                else _fixed_gates(decisions, index, x.dtype)
+            )
+            x = self._gated_block(block, x, gates, training)
+            for key in DECISION_KEYS:
+                used[key].append(gates[key])
+        return self.readout(x, training=training), used
+
+    def _gate_values(self, index, x, training):
+        cls = x[:, 0]  # (batch, dim)
+        blocks = self.block_gates[index](cls, training=training)  # (batch, 2)
+        patches = self.patch_gates[index](x[:, 1:], training=training)  # (batch, patches, 1)
+        return {
+            "patches": patches[..., 0],
+            "heads": self.head_gates[index](cls, training=training),  # (batch, heads)
+            "attention": blocks[:, 0],
+            "mlp": blocks[:, 1],
+        }
+
+    def _gated_block(self, block, x, gates, training):
+        """`x + g_attn·m·attn(LN(x))`, then `x + g_mlp·m·mlp(LN(x))`, m the patch mask."""
+        patches = ops.cast(gates["patches"], x.dtype)
+        tokens = ops.concatenate([ops.ones_like(patches[:, :1]), patches], axis=1)  # (batch, L)
+        keys = tokens > 0.5  # (batch, L), the tokens other tokens may attend to
+        attended = block.attention(
+            block.attention_norm(x), mask=keys, head_mask=gates["heads"], training=training
+        )  # (batch, L, dim)
+        attention_gate = tokens * ops.cast(gates["attention"], x.dtype)[:, None]  # (batch, L)
+        x = x + attention_gate[..., None] * block.dropout_layer(attended, training=training)
+        hidden = block.dropout_layer(block.mlp_hidden(block.mlp_norm(x)), training=training)
+        mlp_gate = tokens * ops.cast(gates["mlp"], x.dtype)[:, None]  # (batch, L)
+        return x + mlp_gate[..., None] * block.dropout_layer(
+            block.mlp_output(hidden), training=training
+        )
+
+    def _usage_loss(self, used):
+        usage = {key: ops.mean(ops.cast(ops.stack(used[key]), "float32")) for key in DECISION_KEYS}
+        block_usage = (usage["attention"] + usage["mlp"]) / 2.0
+        patch_target, head_target, block_target = self.target_usage
+        return self.usage_loss_weight * (
+            ops.abs(usage["heads"] - head_target)
+            + ops.abs(block_usage - block_target)
+            + ops.square(usage["patches"] - patch_target)
+        )
+
+    def decide(self, images):
+        """The inference decisions of every gated block, as numpy arrays.
+
+        Returns:
+            dict with boolean `"patches"` `(batch, gated_blocks, patches)`,
+            `"heads"` `(batch, gated_blocks, heads)`, `"attention"` and
+            `"mlp"` `(batch, gated_blocks)`. Block `i + 1` of the backbone
+            uses entry `i`; the first block always runs in full.
+        """
+        _, used = self._forward(images, training=False, decisions=None)
+        return {
+            key: np.stack([ops.convert_to_numpy(v) > 0.5 for v in values], axis=1)
+            for key, values in used.items()
+        }  # each (batch, gated_blocks, ...)
+
+    def fast_path(self):
+        """An `AdaViTFastPath` that skips the work the decisions leave out."""
+        from keras_attn.models.adavit_fast_path import AdaViTFastPath
+
+        return AdaViTFastPath(self)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "backbone": keras.saving.serialize_keras_object(self.backbone),
+                "target_usage": list(self.target_usage),
+                "usage_loss_weight": self.usage_loss_weight,
+                "temperature": self.temperature,
+                "patch_threshold": self.patch_threshold,
+                "head_threshold": self.head_threshold,
+                "block_threshold": self.block_threshold,
+                "gate_bias": self.gate_bias,
+                "seed": self.seed,
+            }
+        )
+        return config
+
+
+def _check_target_usage(target_usage):
+    values = tuple(target_usage) if isinstance(target_usage, (list, tuple)) else (target_usage,) * 3
+    if len(values) != 3 or not all(isinstance(v, (int, float)) and 0 < v <= 1 for v in values):
+        raise ValueError(
+            "`target_usage` must be a float in (0, 1] or three of them "
+            f"(patches, heads, blocks). Received: target_usage={target_usage!r}"
+        )
+    return tuple(float(v) for v in values)
+
+
+def _transformer_blocks(backbone):
+    if not isinstance(backbone, keras.Model):
+        raise ValueError(f"`backbone` must be a keras.Model. Received: backbone={backbone!r}")
+    blocks = [layer for layer in backbone.layers if isinstance(layer, TransformerBlock)]
+    if len(blocks) < 2 or not all(block.norm_first for block in blocks):
+        raise ValueError(
+            "`backbone` must hold at least two pre-norm `TransformerBlock`s. "
+            f"Received: backbone={backbone.name!r} with {len(blocks)} blocks"
+        )
+    return blocks
+
+
+def _fixed_gates(decisions, index, dtype):
+    return {key: ops.cast(decisions[key][:, index], dtype) for key in DECISION_KEYS}

@@ -1,0 +1,289 @@
+"""AdaViT on Fashion-MNIST (Meng et al., CVPR 2022).
+
+Pretrains a small ViT, fine-tunes AdaViT gates at usage targets γ, and
+reports accuracy against measured MACs and measured fast-path latency,
+next to the full model and a random policy at the same usage.
+"""
+
+import time
+
+import keras
+import numpy as np
+
+from keras_attn.datasets import load_fashion_mnist
+from keras_attn.models import AdaViT, build_vision_transformer
+from keras_attn.utils import is_small_run, write_results
+
+NAME = "adavit"
+HELP = "AdaViT on Fashion-MNIST: accuracy vs MACs and fast-path latency at several γ."
+
+MODEL = {"patch_size": 4, "dim": 32, "depth": 5, "num_heads": 4, "mlp_ratio": 2.0}
+SETTINGS = {
+    "small": {
+        "train": 512,
+        "test": 256,
+        "pretrain_epochs": 1,
+        "finetune_epochs": 1,
+        "latency_rounds": 3,
+        "latency_batches": 2,
+    },
+    "fast": {
+        "train": 3000,
+        "test": 1000,
+        "pretrain_epochs": 4,
+        "finetune_epochs": 3,
+        "latency_rounds": 40,
+        "latency_batches": 4,
+    },
+    "full": {
+        "train": 15000,
+        "test": 5000,
+        "pretrain_epochs": 6,
+        "finetune_epochs": 3,
+        "latency_rounds": 200,
+        "latency_batches": 10,
+    },
+}
+LARGE_BATCH = 64
+
+
+def add_arguments(parser):
+    parser.add_argument(
+        "--gammas", type=float, nargs="+", default=[0.3, 0.5, 0.7], help="usage targets γ"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def load_data(train, test):
+    """Fashion-MNIST scaled to `[0, 1]`: `((x_train, y_train), (x_test, y_test))`."""
+    (x_train, y_train), (x_test, y_test) = load_fashion_mnist()
+    return (
+        (x_train[:train].astype("float32") / 255.0, y_train[:train].astype("int32")),
+        (x_test[:test].astype("float32") / 255.0, y_test[:test].astype("int32")),
+    )
+
+
+def pretrain_vit(x, y, epochs, seed=0):
+    """A ViT of `MODEL` trained on `(x, y)` with XLA."""
+    keras.utils.set_random_seed(seed)
+    vit = build_vision_transformer(x.shape[1:], 10, **MODEL)
+    vit.compile(
+        keras.optimizers.Adam(1e-3),
+        "sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+        jit_compile=True,
+    )
+    vit.fit(x, y, epochs=epochs, batch_size=128, verbose=0)
+    return vit
+
+
+def finetune_adavit(vit, x, y, gamma, epochs, seed=0):
+    """AdaViT on a copy of `vit`, gates and backbone fine-tuned at usage γ."""
+    keras.utils.set_random_seed(seed)
+    backbone = keras.models.clone_model(vit)
+    backbone.set_weights(vit.get_weights())
+    model = AdaViT(backbone, target_usage=gamma, seed=seed)
+    model.compile(
+        keras.optimizers.Adam(1e-3),
+        "sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+        jit_compile=True,
+    )
+    model.fit(x, y, epochs=epochs, batch_size=128, verbose=0)
+    return model
+
+
+def xla_predictor(model):
+    """The model's inference as one XLA-compiled function of numpy images."""
+    import tensorflow as tf
+
+    forward = tf.function(lambda images: model(images, training=False), jit_compile=True)
+    return lambda images: forward(images).numpy()
+
+
+def compare_latency(predictors, images, batch, rounds):
+    """Median milliseconds per call of each predictor, timed in interleaved rounds.
+
+    Every round times each predictor once on the same `batch` images (a new
+    slice per round), so that load changes hit all predictors alike.
+    """
+    times = {name: [] for name in predictors}
+    for predict in predictors.values():
+        predict(images[:batch])  # warm-up and compilation
+    for index in range(rounds):
+        start = (index * batch) % (len(images) - batch + 1)
+        chunk = images[start : start + batch]
+        for name, predict in predictors.items():
+            begin = time.perf_counter()
+            predict(chunk)
+            times[name].append(time.perf_counter() - begin)
+    return {name: 1e3 * float(np.median(values)) for name, values in times.items()}
+
+
+def random_decisions(usage, like, rng):
+    """Independent random decisions shaped like `like`, keep rate `usage[kind]`."""
+    return {key: rng.random(value.shape) < usage[key] for key, value in like.items()}
+
+
+def predict_in_chunks(fast, images, decisions=None, chunk=500):
+    """`fast.predict` over `images` in chunks: `(outputs, decisions, macs)`."""
+    parts = []
+    for start in range(0, len(images), chunk):
+        window = slice(start, start + chunk)
+        fixed = None if decisions is None else {k: v[window] for k, v in decisions.items()}
+        parts.append(fast.predict(images[window], decisions=fixed))
+    return (
+        np.concatenate([part.outputs for part in parts]),
+        {
+            key: np.concatenate([part.decisions[key] for part in parts])
+            for key in parts[0].decisions
+        },
+        np.concatenate([part.macs for part in parts]),
+    )
+
+
+def usage_of(decisions):
+    """Mean keep rate of each kind of decision."""
+    return {key: float(np.mean(value)) for key, value in decisions.items()}
+
+
+def run(args):
+    setting = SETTINGS["small" if is_small_run() else "full" if args.full else "fast"]
+    (x_train, y_train), (x_test, y_test) = load_data(setting["train"], setting["test"])
+    vit = pretrain_vit(x_train, y_train, setting["pretrain_epochs"], args.seed)
+    models = {
+        gamma: finetune_adavit(vit, x_train, y_train, gamma, setting["finetune_epochs"], args.seed)
+        for gamma in args.gammas
+    }
+    fast_paths = {gamma: model.fast_path() for gamma, model in models.items()}
+    reference = next(iter(fast_paths.values()))
+    full_accuracy = _accuracy(vit.predict(x_test, batch_size=500, verbose=0), y_test)
+    results = {
+        "setting": setting,
+        "model": MODEL,
+        "full_model": {"accuracy": full_accuracy, "macs": reference.full_macs()},
+        "adavit": [],
+    }
+    rng = np.random.default_rng(args.seed)
+    examples = {}
+    for gamma, fast in fast_paths.items():
+        outputs, decisions, macs = predict_in_chunks(fast, x_test)
+        usage = usage_of(decisions)
+        random_policy = random_decisions(usage, decisions, rng)
+        random_outputs, _, random_macs = predict_in_chunks(fast, x_test, random_policy)
+        results["adavit"].append(
+            {
+                "gamma": gamma,
+                "accuracy": _accuracy(outputs, y_test),
+                "macs": float(macs.mean()),
+                "usage": usage,
+                "random_policy": {
+                    "accuracy": _accuracy(random_outputs, y_test),
+                    "macs": float(random_macs.mean()),
+                },
+            }
+        )
+        examples[gamma] = decisions["patches"][:6]
+    results["latency_ms"] = _latency(vit, fast_paths, x_test, setting)
+    figure = _figure(results, x_test[:6], examples)
+    paths = write_results(args.out, NAME, results, figure)
+    _print_summary(results)
+    return paths
+
+
+def _latency(vit, fast_paths, images, setting):
+    predictors = {"full (XLA)": xla_predictor(vit), "full (NumPy)": _first(fast_paths).predict_full}
+    for gamma, fast in fast_paths.items():
+        predictors[f"AdaViT γ={gamma} fast path"] = fast.predict
+    return {
+        f"batch {batch}": compare_latency(predictors, images, batch, rounds)
+        for batch, rounds in (
+            (1, setting["latency_rounds"]),
+            (LARGE_BATCH, setting["latency_batches"]),
+        )
+        if batch <= len(images)
+    }
+
+
+def _first(mapping):
+    return next(iter(mapping.values()))
+
+
+def _accuracy(probabilities, labels):
+    return float(np.mean(np.argmax(probabilities, -1) == labels))
+
+
+def _figure(results, images, examples):
+    import matplotlib.pyplot as plt
+
+    figure = plt.figure(figsize=(12, 7))
+    grid = figure.add_gridspec(2 + len(examples), 6, height_ratios=[3, 0.2] + [1] * len(examples))
+    compute_axis = figure.add_subplot(grid[0, :3])
+    latency_axis = figure.add_subplot(grid[0, 3:])
+    _plot_compute(compute_axis, results)
+    _plot_latency(latency_axis, results)
+    for row, (gamma, kept) in enumerate(examples.items()):
+        for column, image in enumerate(images):
+            axis = figure.add_subplot(grid[2 + row, column])
+            _plot_policy(axis, image, kept[column])
+            if column == 0:
+                axis.set_ylabel(f"γ={gamma}", fontsize=8)
+    figure.suptitle("AdaViT on Fashion-MNIST; bottom: share of gated blocks keeping each patch")
+    return figure
+
+
+def _plot_compute(axis, results):
+    runs = results["adavit"]
+    axis.plot([r["macs"] / 1e6 for r in runs], [r["accuracy"] for r in runs], "o-", label="AdaViT")
+    axis.plot(
+        [r["random_policy"]["macs"] / 1e6 for r in runs],
+        [r["random_policy"]["accuracy"] for r in runs],
+        "s--",
+        label="random policy, same usage",
+    )
+    full = results["full_model"]
+    axis.plot(full["macs"] / 1e6, full["accuracy"], "k*", markersize=12, label="full ViT")
+    for r in runs:
+        axis.annotate(f"γ={r['gamma']}", (r["macs"] / 1e6, r["accuracy"]), fontsize=8)
+    axis.set_xlabel("MMACs per image")
+    axis.set_ylabel("test accuracy")
+    axis.legend(fontsize=8)
+
+
+def _plot_latency(axis, results):
+    latency = results["latency_ms"]["batch 1"]
+    runs = results["adavit"]
+    axis.plot(
+        [latency[f"AdaViT γ={r['gamma']} fast path"] for r in runs],
+        [r["accuracy"] for r in runs],
+        "o-",
+        label="AdaViT fast path",
+    )
+    accuracy = results["full_model"]["accuracy"]
+    for name, marker in (("full (XLA)", "k*"), ("full (NumPy)", "kx")):
+        axis.plot(latency[name], accuracy, marker, markersize=10, label=name)
+    axis.set_xlabel("latency at batch 1 (ms)")
+    axis.set_ylabel("test accuracy")
+    axis.legend(fontsize=8)
+
+
+def _plot_policy(axis, image, kept):
+    side = int(np.sqrt(kept.shape[-1]))
+    share = kept.mean(0).reshape(side, side)  # (rows, columns) of patches
+    axis.imshow(image, cmap="gray")
+    axis.imshow(share, cmap="viridis", alpha=0.5, vmin=0, vmax=1, extent=(-0.5, 27.5, 27.5, -0.5))
+    axis.set_xticks([])
+    axis.set_yticks([])
+
+
+def _print_summary(results):
+    full = results["full_model"]
+    print(f"full ViT: accuracy {full['accuracy']:.4f}, {full['macs'] / 1e6:.2f} MMACs")
+    for r in results["adavit"]:
+        print(
+            f"γ={r['gamma']}: accuracy {r['accuracy']:.4f}, {r['macs'] / 1e6:.2f} MMACs; "
+            f"random policy {r['random_policy']['accuracy']:.4f}; usage "
+            + ", ".join(f"{key} {value:.2f}" for key, value in r["usage"].items())
+        )
+    for batch, times in results["latency_ms"].items():
+        print(f"{batch}: " + ", ".join(f"{name} {ms:.2f} ms" for name, ms in times.items()))
