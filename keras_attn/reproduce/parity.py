@@ -25,6 +25,7 @@ from keras_attn.utils import is_small_run, write_results
 NAME = "parity"
 HELP = "FIRST/PARITY length generalisation with and without log-length scaled attention."
 SCALES = ("none", "log_length")
+TASKS = ("first", "parity")
 
 FULL = {
     "first_train_lengths": [10, 20, 50],
@@ -61,15 +62,26 @@ SMALL = {
 def add_arguments(parser):
     parser.add_argument("--learning-rate", type=float, default=1e-3, help="Adam learning rate.")
     parser.add_argument("--seeds", type=int, default=None, help="Seeds per FIRST setting.")
+    parser.add_argument(
+        "--tasks", nargs="+", choices=TASKS, default=list(TASKS), help="Tasks to train."
+    )
+    parser.add_argument(
+        "--train-lengths", type=int, nargs="+", default=None, help="Training lengths (all tasks)."
+    )
 
 
 def run(args):
     setting = dict(FULL if args.full else SMALL if is_small_run() else FAST)
     if args.seeds is not None:
         setting["first_seeds"] = args.seeds
+    for task in TASKS:
+        if task not in args.tasks:
+            setting[f"{task}_train_lengths"] = []
+        elif args.train_lengths and setting[f"{task}_train_lengths"]:
+            setting[f"{task}_train_lengths"] = list(args.train_lengths)
     start = time.time()
     runs = []
-    for task in ("first", "parity"):
+    for task in TASKS:
         for length in setting[f"{task}_train_lengths"]:
             for scale in SCALES:
                 runs.extend(train_and_test(task, length, scale, setting, args.learning_rate))

@@ -43,7 +43,9 @@ def test_equals_scaling_the_query_input_when_the_query_has_no_bias():
 
 def _masked_model():
     tokens = keras.Input(shape=(None,), dtype="int32")
-    x = keras.layers.Embedding(6, 8, mask_zero=True)(tokens)
+    x = keras.layers.Embedding(
+        6, 8, embeddings_initializer=keras.initializers.RandomNormal(stddev=2.0), mask_zero=True
+    )(tokens)
     x = MultiHeadSelfAttention(2, 4, logit_scale="log_length")(x)
     x = keras.layers.LayerNormalization()(x)
     return keras.Model(tokens, keras.layers.Dense(3)(x))
