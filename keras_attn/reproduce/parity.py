@@ -191,22 +191,13 @@ def plot(summary, test_length):
     tasks = sorted({row["task"] for row in summary})
     figure, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.4), squeeze=False)
     for axis, task in zip(axes[0], tasks, strict=True):
-        for scale, marker in zip(SCALES, ("o", "s"), strict=True):
+        for scale, color in zip(SCALES, ("C0", "C3"), strict=True):
             rows = [r for r in summary if r["task"] == task and r["logit_scale"] == scale]
             lengths = [r["train_length"] for r in rows]
-            axis.plot(
-                lengths,
-                [r["mean_test_accuracy"] for r in rows],
-                marker=marker,
-                label=f"{scale} (mean)",
-            )
-            axis.plot(
-                lengths,
-                [r["median_test_accuracy"] for r in rows],
-                marker=marker,
-                linestyle=":",
-                label=f"{scale} (median)",
-            )
+            means = [r["mean_test_accuracy"] for r in rows]
+            medians = [r["median_test_accuracy"] for r in rows]
+            axis.plot(lengths, means, "o-", color=color, label=f"{scale}, mean")
+            axis.plot(lengths, medians, "s:", color=color, label=f"{scale}, median")
         axis.set_title(f"{task.upper()}: accuracy at n = {test_length}")
         axis.set_xlabel("training length n")
         axis.set_ylim(0.4, 1.02)
