@@ -8,6 +8,7 @@ anything. When a source is missing, the loader raises
 The image loaders return `((x_train, y_train), (x_test, y_test))` with uint8
 images in `[0, 255]` and uint8 labels, like `keras.datasets`."""
 
+from keras_attn.datasets.bit_strings import all_bit_strings, encode_bit_strings, make_bit_strings
 from keras_attn.datasets.cifar10 import load_cifar10
 from keras_attn.datasets.digits import load_digits
 from keras_attn.datasets.errors import DatasetNotFoundError
@@ -21,6 +22,8 @@ from keras_attn.datasets.movielens_100k import load_movielens_100k
 __all__ = [
     "DatasetNotFoundError",
     "KJV_SECTIONS",
+    "all_bit_strings",
+    "encode_bit_strings",
     "load_cifar10",
     "load_digits",
     "load_fashion_mnist",
@@ -29,4 +32,5 @@ __all__ = [
     "load_kjv_sections",
     "load_mnist_5k",
     "load_movielens_100k",
+    "make_bit_strings",
 ]

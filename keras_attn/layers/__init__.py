@@ -1,6 +1,7 @@
 """Attention layers of keras_attn, built on `MultiHeadSelfAttention`."""
 
 from keras_attn.layers.attention_pattern import AttentionPattern, CausalWindowPattern
+from keras_attn.layers.bit_string_features import BitStringFeatures
 from keras_attn.layers.bsa_rec_block import BSARecBlock
 from keras_attn.layers.class_token import ClassToken
 from keras_attn.layers.convolutional_self_attention import ConvolutionalSelfAttention
@@ -23,6 +24,7 @@ from keras_attn.layers.transformer_block import TransformerBlock
 __all__ = [
     "AttentionPattern",
     "BSARecBlock",
+    "BitStringFeatures",
     "CausalWindowPattern",
     "ClassToken",
     "ConvolutionalSelfAttention",

@@ -3,8 +3,13 @@
 from keras_attn.models.adavit import AdaViT
 from keras_attn.models.adavit_fast_path import AdaViTFastPath, FastPathResult
 from keras_attn.models.bert_encoder import build_bert_encoder
+from keras_attn.models.bit_string_classifier import build_bit_string_classifier
 from keras_attn.models.bsarec import build_bsarec, build_sasrec
 from keras_attn.models.decoder_language_model import build_decoder_language_model
+from keras_attn.models.exact_formal_languages import (
+    build_exact_first_transformer,
+    build_exact_parity_transformer,
+)
 from keras_attn.models.logsparse_forecaster import build_logsparse_forecaster
 from keras_attn.models.minilm_encoder import build_minilm_encoder
 from keras_attn.models.t2t_vit import T2T_VIT_VARIANTS, build_t2t_vit
@@ -16,8 +21,11 @@ __all__ = [
     "FastPathResult",
     "T2T_VIT_VARIANTS",
     "build_bert_encoder",
+    "build_bit_string_classifier",
     "build_bsarec",
     "build_decoder_language_model",
+    "build_exact_first_transformer",
+    "build_exact_parity_transformer",
     "build_logsparse_forecaster",
     "build_minilm_encoder",
     "build_sasrec",

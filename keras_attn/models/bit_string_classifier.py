@@ -1,0 +1,86 @@
+"""A trainable transformer classifier of bit strings (Chiang & Cholak, 2022).
+
+The learned model of the length-generalisation experiment of "Overcoming a
+Theoretical Limitation of Self-Attention": a learned token embedding plus the
+fixed positional features of `BitStringFeatures`, post-norm
+`TransformerBlock`s with ReLU feed-forward networks, and a linear output on
+CLS. With `logit_scale="log_length"` every attention layer multiplies its
+logits by `log n` (n: the number of positions), the paper's remedy for
+generalising from short to long strings.
+"""
+
+import keras
+
+from keras_attn.layers import BitStringFeatures, TransformerBlock
+
+LOGIT_SCALES = ("none", "log_length")
+
+
+def build_bit_string_classifier(
+    task="first",
+    dim=16,
+    mlp_dim=64,
+    num_layers=2,
+    num_heads=1,
+    logit_scale="none",
+    layer_norm_epsilon=1e-5,
+    name="bit_string_classifier",
+):
+    """Builds the learned PARITY or FIRST classifier of the paper.
+
+    The defaults are the official code's FIRST experiment: 2 post-norm
+    layers, 1 head, size 16, feed-forward size 64, layer-norm epsilon
+    `1e-5`, a learned embedding initialised like PyTorch's (unit normal),
+    and, for FIRST, the single positional feature `[i = 1]`.
+
+    Args:
+        task: `"first"` (CLS first, output read at position 0) or `"parity"`
+            (CLS last, positional features `i / N` and `(-1)^i`).
+        dim: int, model size.
+        mlp_dim: int, feed-forward hidden size.
+        num_layers: int, number of encoder layers.
+        num_heads: int, attention heads per layer.
+        logit_scale: `"none"` or `"log_length"` (log-length scaled attention).
+        layer_norm_epsilon: float, epsilon of the layer norms.
+        name: model name.
+
+    Returns:
+        A `keras.Model` from int tokens `(batch, n + 1)` to logits
+        `(batch, 1)`, accepting any length.
+
+    Example:
+
+    >>> model = build_bit_string_classifier("first", logit_scale="log_length")
+    >>> model(np.array([[2, 1, 0, 1]])).shape
+    (1, 1)
+
+    References:
+        - [Chiang & Cholak, 2022](https://arxiv.org/abs/2202.12172)
+    """
+    if logit_scale not in LOGIT_SCALES:
+        raise ValueError(
+            f"`logit_scale` must be one of {LOGIT_SCALES}. Received: logit_scale={logit_scale!r}"
+        )
+    if not isinstance(num_layers, int) or num_layers < 1:
+        raise ValueError(
+            f"`num_layers` must be a positive integer. Received: num_layers={num_layers!r}"
+        )
+    tokens = keras.Input(shape=(None,), dtype="int32", name="tokens")
+    embedded = keras.layers.Embedding(
+        3, dim, embeddings_initializer=keras.initializers.RandomNormal(stddev=1.0), name="embedding"
+    )(tokens)  # (batch, length, dim)
+    positions = BitStringFeatures(task, dim, include_tokens=False, name="positions")(tokens)
+    x = keras.layers.Add(name="embedding_sum")([embedded, positions])
+    for index in range(num_layers):
+        x = TransformerBlock(
+            num_heads,
+            mlp_dim,
+            norm_first=False,
+            layer_norm_epsilon=layer_norm_epsilon,
+            activation="relu",
+            attention_kwargs={"logit_scale": logit_scale},
+            name=f"block_{index}",
+        )(x)
+    cls = x[:, -1] if task == "parity" else x[:, 0]  # (batch, dim)
+    logits = keras.layers.Dense(1, name="output")(cls)
+    return keras.Model(tokens, logits, name=name)

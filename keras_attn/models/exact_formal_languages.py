@@ -1,0 +1,292 @@
+"""Exact PARITY and FIRST transformers with hand-set weights.
+
+From "Overcoming a Theoretical Limitation of Self-Attention" (Chiang &
+Cholak, ACL 2022). Both models are two-layer transformer encoders built from
+`MultiHeadSelfAttention`, `Dense` ReLU feed-forward layers and (optionally)
+post-norm `LayerNormalization`, whose weights are set by hand so that they
+classify bit strings of every length correctly. The constructions follow the
+official code of the paper (`parity_exact*.py` and `first_exact*.py`): the
+head sizes (`dim // num_heads`, as in PyTorch) and the default attention
+scales are the same, so the logits and cross-entropies match.
+
+Without layer norm the classifying signal at CLS shrinks as the strings grow
+and the cross-entropy tends to 1 bit (Hahn's lemma). With layer norm the
+residual stream is mirrored, `[x, -x]`, so that its mean is zero and layer
+norm only rescales it; the last layer's feed-forward network cancels every
+dimension except the result, so that after the last layer norm (with
+`epsilon=0`) the CLS output has the same magnitude at every length.
+"""
+
+import keras
+import numpy as np
+
+from keras_attn.layers.bit_string_features import BitStringFeatures
+from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
+
+# Dimensions of the PARITY residual stream (before mirroring).
+PARITY_DIM = 10
+P_BIT_ONE, P_CLS, P_POSITION, P_SIGN = 1, 2, 3, 4
+P_ONES, P_INVERSE_LENGTH, P_MARK, P_RESULT = 5, 6, 7, 8
+
+# Dimensions of the FIRST residual stream (before mirroring).
+FIRST_DIM = 6
+F_BIT_ONE, F_CLS, F_IS_FIRST, F_FIRST_IS_ONE, F_RESULT = 1, 2, 3, 4, 5
+FIRST_ATTENTION_SCALE = {False: 10.0, True: 100.0}
+
+
+def build_exact_parity_transformer(
+    layer_norm=False, epsilon=0.0, output_scale=1.0, name="exact_parity"
+):
+    """Builds the exact PARITY transformer as a functional Keras model.
+
+    Input: int tokens `(batch, n + 1)`, the bits (`0`/`1`) then CLS (`2`).
+    Output: `(batch, 1)` logits, positive iff the number of ones is odd.
+
+    Layer 1 attends uniformly (zero query and key kernels) and writes `k / N`
+    (`k` ones, `N = n + 1`) and `1 / N` to every position; its feed-forward
+    network computes `[i = k] / N` at position `i` with three ReLUs combined
+    with weights `[1, -2, 1]`. In layer 2, CLS attends with keys
+    `+(-1)^i` (head 1) and `-(-1)^i` (head 2) and takes the difference, which
+    is positive iff the marked position `k` is odd.
+
+    Args:
+        layer_norm: bool, whether to add post-norm layer norms (and mirror
+            the residual stream) after every residual connection.
+        epsilon: float, epsilon of the layer norms. With `0` the logit is
+            `±sqrt(10) * output_scale` at every length.
+        output_scale: float, weight of the result dimension in the output
+            layer; larger values drive the cross-entropy of the layer-norm
+            model towards 0.
+        name: model name.
+
+    Returns:
+        A `keras.Model` from tokens to logits, accepting any length.
+
+    Example:
+
+    >>> model = build_exact_parity_transformer()
+    >>> (model(np.array([[1, 0, 1, 2], [1, 1, 1, 2]]))[:, 0] > 0).numpy().tolist()
+    [False, True]
+
+    References:
+        - [Chiang & Cholak, 2022](https://arxiv.org/abs/2202.12172)
+    """
+    _check_arguments(epsilon, output_scale)
+    half = PARITY_DIM
+    model = _build_two_layer_model(
+        "parity",
+        half,
+        2,
+        layer_norm,
+        epsilon,
+        mlp_dims=(3, 2 * half if layer_norm else 3),
+        name=name,
+    )
+    mirror = _Mirror(half, layer_norm)
+    key_dim = mirror.dim // 2
+
+    value = np.zeros((mirror.dim, 2, key_dim))
+    value[P_BIT_ONE, 0, 0] = value[P_CLS, 0, 1] = 1.0  # head 1 averages ones and CLS
+    output = np.zeros((2, key_dim, half))
+    output[0, 0, P_ONES] = output[0, 1, P_INVERSE_LENGTH] = 1.0
+    _set_attention(model.get_layer("layer_1_attention"), value=value, output=mirror.writes(output))
+
+    hidden = np.zeros((mirror.dim, 3))
+    hidden[P_ONES] = 1.0
+    hidden[P_POSITION] = -1.0
+    hidden[P_INVERSE_LENGTH] = [-1.0, 0.0, 1.0]  # ReLU(k - i - 1), ReLU(k - i), ReLU(k - i + 1)
+    mark = np.zeros((3, half))
+    mark[:, P_MARK] = [1.0, -2.0, 1.0]
+    _set_mlp(model, 1, hidden, mirror.writes(mark))
+
+    query = np.zeros((mirror.dim, 2, key_dim))
+    query[P_CLS, :, 0] = 1.0
+    key = np.zeros((mirror.dim, 2, key_dim))
+    key[P_SIGN, :, 0] = [1.0, -1.0]
+    value = np.zeros((mirror.dim, 2, key_dim))
+    value[P_MARK, :, 0] = 1.0
+    output = np.zeros((2, key_dim, half))
+    output[:, 0, P_RESULT] = [-1.0, 1.0]  # odd positions minus even positions
+    _set_attention(
+        model.get_layer("layer_2_attention"),
+        query=query,
+        key=key,
+        value=value,
+        output=mirror.writes(output),
+    )
+    _set_cleanup_mlp(model, mirror, P_RESULT)
+    _set_output(model, mirror.dim, P_RESULT, output_scale)
+    return model
+
+
+def build_exact_first_transformer(
+    layer_norm=False, epsilon=0.0, output_scale=1.0, attention_scale=None, name="exact_first"
+):
+    """Builds the exact FIRST transformer as a functional Keras model.
+
+    Input: int tokens `(batch, n + 1)`, CLS (`2`) then the bits (`0`/`1`).
+    Output: `(batch, 1)` logits, positive iff the first bit is 1.
+
+    Layer 1's feed-forward network computes `[i = 1 and bit 1]` with one
+    ReLU. In layer 2, CLS attends to position 1 (query `attention_scale` on
+    the CLS symbol, key `[i = 1]`) and reads `[first bit is 1] - 1/2`.
+
+    Args:
+        layer_norm: bool, whether to add post-norm layer norms (and mirror
+            the residual stream) after every residual connection.
+        epsilon: float, epsilon of the layer norms. With `0` the logit is
+            `±sqrt(6) * output_scale` at every length.
+        output_scale: float, weight of the result dimension in the output
+            layer.
+        attention_scale: float, query weight of layer 2. Defaults to the
+            official code's values: 10 without layer norm (the attention to
+            position 1 then fades as strings grow, so the cross-entropy tends
+            to 1 bit) and 100 with layer norm.
+        name: model name.
+
+    Returns:
+        A `keras.Model` from tokens to logits, accepting any length.
+
+    Example:
+
+    >>> model = build_exact_first_transformer()
+    >>> (model(np.array([[2, 1, 0, 0], [2, 0, 1, 1]]))[:, 0] > 0).numpy().tolist()
+    [True, False]
+
+    References:
+        - [Chiang & Cholak, 2022](https://arxiv.org/abs/2202.12172)
+    """
+    _check_arguments(epsilon, output_scale)
+    if attention_scale is None:
+        attention_scale = FIRST_ATTENTION_SCALE[bool(layer_norm)]
+    half = FIRST_DIM
+    model = _build_two_layer_model(
+        "first",
+        half,
+        1,
+        layer_norm,
+        epsilon,
+        mlp_dims=(1, 2 * half if layer_norm else 1),
+        name=name,
+    )
+    mirror = _Mirror(half, layer_norm)
+
+    hidden = np.zeros((mirror.dim, 1))
+    hidden[F_BIT_ONE] = hidden[F_IS_FIRST] = 1.0
+    gate = np.zeros((1, half))
+    gate[0, F_FIRST_IS_ONE] = 1.0
+    _set_mlp(model, 1, hidden, mirror.writes(gate), hidden_bias=np.array([-1.0]))
+
+    query = np.zeros((mirror.dim, 1, mirror.dim))
+    query[F_CLS, 0, 0] = attention_scale
+    key = np.zeros((mirror.dim, 1, mirror.dim))
+    key[F_IS_FIRST, 0, 0] = 1.0
+    value = np.zeros((mirror.dim, 1, mirror.dim))
+    value[F_IS_FIRST, 0, 0] = -0.5
+    value[F_FIRST_IS_ONE, 0, 0] = 1.0
+    output = np.zeros((1, mirror.dim, half))
+    output[0, 0, F_RESULT] = 1.0
+    _set_attention(
+        model.get_layer("layer_2_attention"),
+        query=query,
+        key=key,
+        value=value,
+        output=mirror.writes(output),
+    )
+    _set_cleanup_mlp(model, mirror, F_RESULT)
+    _set_output(model, mirror.dim, F_RESULT, output_scale)
+    return model
+
+
+class _Mirror:
+    """Maps weights written for the first half of a mirrored stream."""
+
+    def __init__(self, half, mirrored):
+        self.half = half
+        self.mirrored = mirrored
+        self.dim = 2 * half if mirrored else half
+
+    def writes(self, kernel):
+        """Appends the negated output columns: writes `w` and `-w`."""
+        if not self.mirrored:
+            return kernel
+        return np.concatenate([kernel, -kernel], axis=-1)  # (..., 2 * half)
+
+
+def _check_arguments(epsilon, output_scale):
+    if epsilon < 0:
+        raise ValueError(f"`epsilon` must be non-negative. Received: epsilon={epsilon}")
+    if output_scale <= 0:
+        raise ValueError(f"`output_scale` must be positive. Received: output_scale={output_scale}")
+
+
+def _build_two_layer_model(task, half, num_heads, layer_norm, epsilon, mlp_dims, name):
+    dim = 2 * half if layer_norm else half
+    tokens = keras.Input(shape=(None,), dtype="int32", name="tokens")
+    x = BitStringFeatures(task, half, mirrored=layer_norm, name="features")(tokens)
+    for index, mlp_dim in enumerate(mlp_dims, start=1):
+        attended = MultiHeadSelfAttention(
+            num_heads,
+            dim // num_heads,
+            use_bias=False,
+            kernel_initializer="zeros",
+            name=f"layer_{index}_attention",
+        )(x)
+        x = _residual(x, attended, layer_norm, epsilon, f"layer_{index}_attention")
+        hidden = keras.layers.Dense(
+            mlp_dim, activation="relu", kernel_initializer="zeros", name=f"layer_{index}_mlp_hidden"
+        )(x)
+        mlp = keras.layers.Dense(dim, kernel_initializer="zeros", name=f"layer_{index}_mlp_output")(
+            hidden
+        )
+        x = _residual(x, mlp, layer_norm, epsilon, f"layer_{index}_mlp")
+    cls = x[:, -1] if task == "parity" else x[:, 0]  # (batch, dim)
+    logits = keras.layers.Dense(1, kernel_initializer="zeros", name="output")(cls)
+    return keras.Model(tokens, logits, name=name)
+
+
+def _residual(x, update, layer_norm, epsilon, name):
+    x = keras.layers.Add(name=f"{name}_residual")([x, update])
+    if layer_norm:
+        x = keras.layers.LayerNormalization(epsilon=epsilon, name=f"{name}_norm")(x)
+    return x
+
+
+def _set_attention(layer, query=None, key=None, value=None, output=None):
+    for dense, kernel in (
+        (layer.query_dense, query),
+        (layer.key_dense, key),
+        (layer.value_dense, value),
+        (layer.output_dense, output),
+    ):
+        if kernel is not None:
+            dense.kernel.assign(kernel.astype("float32"))
+
+
+def _set_mlp(model, index, hidden, output, hidden_bias=None):
+    hidden_layer = model.get_layer(f"layer_{index}_mlp_hidden")
+    hidden_layer.kernel.assign(hidden.astype("float32"))
+    if hidden_bias is not None:
+        hidden_layer.bias.assign(hidden_bias.astype("float32"))
+    model.get_layer(f"layer_{index}_mlp_output").kernel.assign(output.astype("float32"))
+
+
+def _set_cleanup_mlp(model, mirror, result):
+    """Layer 2's network subtracts every dimension but `result` (layer norm only).
+
+    On a mirrored vector, `ReLU(x_j)` and `ReLU(-x_j)` recover `x_j`, so the
+    hidden layer is the identity and the output `-x_j` cancels the residual.
+    """
+    if not mirror.mirrored:
+        return
+    half = mirror.half
+    eye = np.eye(half)
+    eye[result, result] = 0.0
+    cancel = np.block([[-eye, eye], [eye, -eye]])  # (2 * half, 2 * half)
+    _set_mlp(model, 2, np.eye(mirror.dim), cancel)
+
+
+def _set_output(model, dim, result, output_scale):
+    kernel = np.zeros((dim, 1))
+    kernel[result, 0] = output_scale
+    model.get_layer("output").kernel.assign(kernel.astype("float32"))

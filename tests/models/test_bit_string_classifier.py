@@ -1,0 +1,51 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.datasets import make_bit_strings
+from keras_attn.models import build_bit_string_classifier
+
+
+@pytest.mark.parametrize("task", ["first", "parity"])
+def test_logit_scale_reaches_every_attention_layer_and_any_length_works(task):
+    model = build_bit_string_classifier(task, num_layers=2, logit_scale="log_length")
+    blocks = [layer for layer in model.layers if layer.name.startswith("block_")]
+    assert [block.attention.logit_scale for block in blocks] == ["log_length"] * 2
+    assert [block.norm_first for block in blocks] == [False, False]
+    for length in (5, 40):
+        tokens, _ = make_bit_strings(3, length, task, seed=length)
+        assert model(tokens).shape == (3, 1)
+
+
+def test_log_length_scaling_changes_the_outputs():
+    keras.utils.set_random_seed(0)
+    plain = build_bit_string_classifier("first")
+    scaled = build_bit_string_classifier("first", logit_scale="log_length")
+    scaled.set_weights(plain.get_weights())
+    tokens, _ = make_bit_strings(4, 30, "first", seed=0)
+    assert not np.allclose(plain(tokens), scaled(tokens), atol=1e-4)
+
+
+def test_trains_on_first_and_saves(tmp_path):
+    keras.utils.set_random_seed(0)
+    model = build_bit_string_classifier("first", logit_scale="log_length")
+    model.compile(
+        keras.optimizers.Adam(1e-2),
+        keras.losses.BinaryCrossentropy(from_logits=True),
+        jit_compile=False,
+    )
+    tokens, labels = make_bit_strings(256, 8, "first", seed=0)
+    history = model.fit(tokens, labels, batch_size=32, epochs=2, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    path = str(tmp_path / "first.keras")
+    model.save(path)
+    np.testing.assert_allclose(
+        keras.models.load_model(path)(tokens[:4]), model(tokens[:4]), atol=1e-5
+    )
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="Received: logit_scale='log'"):
+        build_bit_string_classifier(logit_scale="log")
+    with pytest.raises(ValueError, match="Received: num_layers=0"):
+        build_bit_string_classifier(num_layers=0)
