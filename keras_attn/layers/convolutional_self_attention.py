@@ -71,9 +71,9 @@ class ConvolutionalSelfAttention(MultiHeadSelfAttention):
         super().__init__(num_heads, key_dim, attention_pattern=attention_pattern, **kwargs)
         self.kernel_size = kernel_size
 
-    def _projection(self, name, equation, output_shape):
+    def _projection(self, name, equation, output_shape, use_bias=None):
         if self.kernel_size == 1 or name not in ("query", "key"):
-            return super()._projection(name, equation, output_shape)
+            return super()._projection(name, equation, output_shape, use_bias)
         return _CausalConvProjection(
             self.kernel_size,
             self.num_heads,
