@@ -71,24 +71,15 @@ class ConvolutionalSelfAttention(MultiHeadSelfAttention):
         super().__init__(num_heads, key_dim, attention_pattern=attention_pattern, **kwargs)
         self.kernel_size = kernel_size
 
-    def _projection(self, name, equation, output_shape, use_bias=None):
+    def make_projection(self, name, equation, output_shape, use_bias=None):
         if self.kernel_size == 1 or name not in ("query", "key"):
-            return super()._projection(name, equation, output_shape, use_bias)
+            return super().make_projection(name, equation, output_shape, use_bias)
         return _CausalConvProjection(
             self.kernel_size,
             self.num_heads,
             self.key_dim,
             use_bias=self.use_bias,
-            kernel_initializer=self.kernel_initializer.__class__.from_config(
-                self.kernel_initializer.get_config()
-            ),
-            bias_initializer=self.bias_initializer.__class__.from_config(
-                self.bias_initializer.get_config()
-            ),
-            kernel_regularizer=self.kernel_regularizer,
-            bias_regularizer=self.bias_regularizer,
-            dtype=self.dtype_policy,
-            name=name,
+            **self.projection_kwargs(name),
         )
 
     def compute_output_spec(self, inputs, return_attention_scores=False, **kwargs):

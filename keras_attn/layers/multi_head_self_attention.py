@@ -175,16 +175,16 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             )
         dim = input_shape[-1]
         output_dim = self.output_dim or dim
-        self._query_dense = self._projection(
+        self._query_dense = self.make_projection(
             "query", "abc,cde->abde", (None, self.num_heads, self.key_dim)
         )
-        self._key_dense = self._projection(
+        self._key_dense = self.make_projection(
             "key", "abc,cde->abde", (None, self.num_heads, self.key_dim)
         )
-        self._value_dense = self._projection(
+        self._value_dense = self.make_projection(
             "value", "abc,cde->abde", (None, self.num_heads, self.value_dim)
         )
-        self._output_dense = self._projection(
+        self._output_dense = self.make_projection(
             "attention_output", "abcd,cde->abe", (None, output_dim), self.output_use_bias
         )
         self._query_dense.build(input_shape)
@@ -192,24 +192,33 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self._value_dense.build(input_shape)
         self._output_dense.build((input_shape[0], input_shape[1], self.num_heads, self.value_dim))
 
-    def _projection(self, name, equation, output_shape, use_bias=None):
+    def make_projection(self, name, equation, output_shape, use_bias=None):
+        """Creates one of the four projections ("query", "key", "value",
+        "attention_output") as an `EinsumDense`.
+
+        Subclasses that project differently (for example with a causal
+        convolution) override this method and can build their sublayer with
+        `projection_kwargs(name)`. `use_bias=None` follows `use_bias`.
+        """
         use_bias = self.use_bias if use_bias is None else use_bias
         bias_axes = equation.split("->")[1][2:] if use_bias else None
         return keras.layers.EinsumDense(
             equation,
             output_shape=output_shape,
             bias_axes=bias_axes,
-            kernel_initializer=self.kernel_initializer.__class__.from_config(
-                self.kernel_initializer.get_config()
-            ),
-            bias_initializer=self.bias_initializer.__class__.from_config(
-                self.bias_initializer.get_config()
-            ),
-            kernel_regularizer=self.kernel_regularizer,
-            bias_regularizer=self.bias_regularizer,
-            dtype=self.dtype_policy,
-            name=name,
+            **self.projection_kwargs(name),
         )
+
+    def projection_kwargs(self, name):
+        """Initializers (fresh copies), regularizers, dtype and name of a projection."""
+        return {
+            "kernel_initializer": _fresh_copy(self.kernel_initializer),
+            "bias_initializer": _fresh_copy(self.bias_initializer),
+            "kernel_regularizer": self.kernel_regularizer,
+            "bias_regularizer": self.bias_regularizer,
+            "dtype": self.dtype_policy,
+            "name": name,
+        }
 
     def project_queries_and_keys(self, inputs):
         """Returns `(query, key)`, each `(batch, length, num_heads, key_dim)`.
@@ -336,6 +345,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             }
         )
         return config
+
+
+def _fresh_copy(initializer):
+    return initializer.__class__.from_config(initializer.get_config())
 
 
 def _check_positive_int(name, value):
