@@ -1,6 +1,13 @@
 """Small utilities shared by the command line, reproductions and notebooks."""
 
 from keras_attn.utils.macs import count_macs, layer_macs, register_macs
-from keras_attn.utils.results import is_small_run, write_results
+from keras_attn.utils.results import is_small_run, run_metadata, write_results
 
-__all__ = ["count_macs", "is_small_run", "layer_macs", "register_macs", "write_results"]
+__all__ = [
+    "count_macs",
+    "is_small_run",
+    "layer_macs",
+    "register_macs",
+    "run_metadata",
+    "write_results",
+]

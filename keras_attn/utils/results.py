@@ -3,6 +3,10 @@
 import json
 import os
 import pathlib
+import platform
+import subprocess
+import sys
+import time
 
 SMALL_RUN_VARIABLE = "KERAS_ATTN_SMALL"
 
@@ -14,6 +18,54 @@ def is_small_run():
     the test suite sets it so that they run in seconds.
     """
     return os.environ.get(SMALL_RUN_VARIABLE, "") not in ("", "0")
+
+
+def run_metadata(started_at, setting):
+    """Describes the run that produced a result, for its JSON file.
+
+    Args:
+        started_at: `time.time()` when the run began; the wall time is
+            measured from it to this call.
+        setting: `"fast"` (a smoke test, not a paper's result), `"full"`
+            (the documented full-size setting) or `"benchmark"`.
+
+    Returns:
+        dict with the command line, the git commit (with `"+changes"` when
+        the work tree differs from it), the wall time in seconds, the load
+        average at the end of the run, the CPU count, the date and the setting.
+    """
+    if setting not in ("fast", "full", "benchmark"):
+        raise ValueError(
+            f"`setting` must be 'fast', 'full' or 'benchmark'. Received: setting={setting!r}"
+        )
+    return {
+        "command": " ".join([pathlib.Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "commit": _git_commit(),
+        "wall_time_s": round(time.time() - started_at, 1),
+        "load_average": [round(value, 2) for value in os.getloadavg()],
+        "cpu_count": os.cpu_count(),
+        "machine": platform.machine(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "setting": setting,
+    }
+
+
+def _git_commit():
+    root = pathlib.Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{commit}+changes" if changed else commit
 
 
 def write_results(out_dir, name, results, figure=None):
