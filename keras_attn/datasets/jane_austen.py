@@ -1,5 +1,11 @@
 """Jane Austen's six novels, read from the R data of `r-cran-janeaustenr`.
 
+Setup (`python -m keras_attn.datasets.fetch janeausten`, run by
+`bash scripts/setup.sh`) fetches the Debian package's `.deb` alone with
+`apt-get download` and extracts its data folder into the data cache, so R
+and its hundreds of Debian packages are never installed. A system-wide
+install of the package is read too.
+
 The Debian package stores the novels as an R lazy-load database
 (`data/Rdata.rdx` index plus `data/Rdata.rdb` records). The index is a
 gzip-compressed serialized R list that maps each object name to an
@@ -18,6 +24,7 @@ import zlib
 
 import numpy as np
 
+from keras_attn.datasets._files import data_dir
 from keras_attn.datasets.errors import DatasetNotFoundError
 
 DEFAULT_DIR = "/usr/lib/R/site-library/janeaustenr/data"
@@ -34,18 +41,20 @@ BOOKS = (
 """R object names of the novels, in order of publication."""
 
 _INSTALL_HINT = (
-    "keras_attn never downloads data; the novels ship in the Debian package "
-    "`r-cran-janeaustenr`. Install it with `sudo apt-get install r-cran-janeaustenr`, "
-    "or pass `path=` (or set `KERAS_ATTN_JANEAUSTENR_DIR`) to a folder holding its "
-    "`Rdata.rdx` and `Rdata.rdb`."
+    "keras_attn never downloads data at run time; the novels ship in the Debian package "
+    "`r-cran-janeaustenr`. Put its data folder in the data cache, without installing R, "
+    "with `python -m keras_attn.datasets.fetch janeausten` (or "
+    "`sudo apt-get install r-cran-janeaustenr`), or pass `path=` (or set "
+    "`KERAS_ATTN_JANEAUSTENR_DIR`) to a folder holding its `Rdata.rdx` and `Rdata.rdb`."
 )
 
 
 def load_jane_austen(books=None, path=None):
     """Loads the text of Jane Austen's novels, line by line.
 
-    The source is the Debian package `r-cran-janeaustenr` (MIT; the novels
-    are public domain, about 725,000 words): the Project Gutenberg text of
+    The source is the data folder of the Debian package `r-cran-janeaustenr`
+    (MIT; the novels are public domain, about 725,000 words), put in the data
+    cache by `python -m keras_attn.datasets.fetch janeausten`: the Project Gutenberg text of
     *Sense & Sensibility*, *Pride & Prejudice*, *Mansfield Park*, *Emma*,
     *Northanger Abbey* and *Persuasion*, one string per printed line, with
     empty strings between paragraphs.
@@ -53,7 +62,8 @@ def load_jane_austen(books=None, path=None):
     Args:
         books: optional sequence of names from `BOOKS`; all six by default.
         path: optional folder with `Rdata.rdx` and `Rdata.rdb`. Defaults to
-            `KERAS_ATTN_JANEAUSTENR_DIR` if set, else the Debian location.
+            `KERAS_ATTN_JANEAUSTENR_DIR` if set, else the data cache's
+            `janeaustenr/data` if it has the files, else the Debian location.
 
     Returns:
         dict mapping each book name to a list of `str` lines, in the order
@@ -131,7 +141,10 @@ def _check_books(books):
 
 
 def _data_dir(path):
-    folder = path or os.environ.get("KERAS_ATTN_JANEAUSTENR_DIR") or DEFAULT_DIR
+    folder = path or os.environ.get("KERAS_ATTN_JANEAUSTENR_DIR")
+    if not folder:
+        cached = data_dir() / "janeaustenr" / "data"
+        folder = str(cached) if (cached / "Rdata.rdb").is_file() else DEFAULT_DIR
     missing = [
         name
         for name in ("Rdata.rdx", "Rdata.rdb")

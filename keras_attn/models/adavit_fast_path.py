@@ -13,8 +13,8 @@ import math
 
 import keras
 import numpy as np
-from scipy.special import erf
 
+from keras_attn._optional import require
 from keras_attn.layers import ClassToken, PatchEmbedding
 
 
@@ -330,6 +330,7 @@ def _layer_norm(x, weights):
 def _numpy_activation(activation):
     name = getattr(activation, "__name__", "")
     if name == "gelu":
+        erf = require("scipy.special", "reproduce").erf
         return lambda x: 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
     if name == "relu":
         return lambda x: np.maximum(x, 0.0)

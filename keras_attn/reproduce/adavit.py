@@ -49,9 +49,15 @@ LARGE_BATCH = 64
 
 def add_arguments(parser):
     parser.add_argument(
-        "--gammas", type=float, nargs="+", default=[0.3, 0.5, 0.7], help="usage targets γ"
+        "--gammas",
+        type=float,
+        nargs="+",
+        default=[0.3, 0.5, 0.7],
+        help="usage targets γ, one fine-tuned model each (default: 0.3 0.5 0.7)",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the weights, gates and data order"
+    )
 
 
 def load_data(train, test):

@@ -34,13 +34,15 @@ FULL = {"users": None, "seeds": 3, "epochs": 8, "patience": 3, "max_length": 20}
 
 
 def add_arguments(parser):
-    parser.add_argument("--seeds", type=int, help="Number of seeds (fast 2, full 3).")
+    parser.add_argument(
+        "--seeds", type=int, help="Number of seeds N: runs seeds 0..N-1 (fast 2, full 3)."
+    )
     parser.add_argument("--epochs", type=int, help="Most epochs per run (fast 2, full 8).")
     parser.add_argument("--patience", type=int, help="Early-stopping patience (fast 2, full 3).")
     parser.add_argument("--alpha", type=float, default=0.9, help="BSARec filter weight.")
     parser.add_argument("--cutoff", type=int, default=3, help="BSARec's c (keeps c//2+1 bins).")
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--learning-rate", type=float, default=1e-3, help="Adam learning rate.")
+    parser.add_argument("--batch-size", type=int, default=256, help="Training batch size.")
     parser.add_argument(
         "--max-length", type=int, help="History length (fast and full 20; the paper's is 50)."
     )

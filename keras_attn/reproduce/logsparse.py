@@ -58,9 +58,21 @@ FULL = {
 
 
 def add_arguments(parser):
-    parser.add_argument("--datasets", nargs="+", choices=sorted(TEST_START), default=None)
-    parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=None)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        choices=sorted(TEST_START),
+        default=None,
+        help="hourly series to forecast (default: the setting's)",
+    )
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        choices=sorted(MODELS),
+        default=None,
+        help="attention (full or LogSparse) and kernel size k variants (default: the setting's)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the weights and windows")
 
 
 def settings(args):

@@ -70,7 +70,9 @@ OPTIMIZER = {
 
 
 def add_arguments(parser):
-    parser.add_argument("--seeds", type=int, help="Number of seeds (overrides the setting).")
+    parser.add_argument(
+        "--seeds", type=int, help="Number of seeds N: runs seeds 0..N-1 (overrides the setting)."
+    )
     parser.add_argument("--epochs", type=int, help="Training epochs (overrides the setting).")
     parser.add_argument("--train-size", type=int, help="Training images (overrides the setting).")
     parser.add_argument(

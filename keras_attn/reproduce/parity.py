@@ -61,7 +61,12 @@ SMALL = {
 
 def add_arguments(parser):
     parser.add_argument("--learning-rate", type=float, default=1e-3, help="Adam learning rate.")
-    parser.add_argument("--seeds", type=int, default=None, help="Seeds per FIRST setting.")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help="Number of seeds N per FIRST setting: runs seeds 0..N-1.",
+    )
     parser.add_argument(
         "--tasks", nargs="+", choices=TASKS, default=list(TASKS), help="Tasks to train."
     )

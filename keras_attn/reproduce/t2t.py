@@ -53,11 +53,13 @@ SETTINGS = {"small": (256, 256, 1), "fast": (2000, 2000, 3), "full": (8000, 1000
 
 
 def add_arguments(parser):
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="Random seeds.")
+    parser.add_argument(
+        "--seeds", type=int, default=None, help="Number of seeds N: runs seeds 0..N-1 (default 2)."
+    )
     parser.add_argument("--epochs", type=int, default=None, help="Override the epochs.")
     parser.add_argument("--train-size", type=int, default=None, help="Override the train size.")
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--learning-rate", type=float, default=2e-3)
+    parser.add_argument("--batch-size", type=int, default=128, help="Training batch size.")
+    parser.add_argument("--learning-rate", type=float, default=2e-3, help="Learning rate.")
 
 
 def build_model(name, seed=0):
@@ -148,7 +150,7 @@ def run(args):
     train_size, test_size, epochs = SETTINGS[setting]
     train_size = args.train_size or train_size
     epochs = args.epochs or epochs
-    seeds = args.seeds or ([0] if setting == "small" else [0, 1])
+    seeds = list(range(args.seeds or (1 if setting == "small" else 2)))
     data = load_data(train_size, test_size)
     print(f"Fashion-MNIST, {train_size} training and {test_size} test images, {epochs} epochs.")
     rows = []
