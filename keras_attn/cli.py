@@ -17,6 +17,7 @@ import textwrap
 import time
 
 from keras_attn._optional import missing_modules
+from keras_attn.datasets.errors import DatasetNotFoundError
 from keras_attn.reproduce import REPRODUCTIONS
 
 # TensorFlow's own INFO lines, printed to the C-level stderr before its log level is read.
@@ -102,7 +103,11 @@ def main(argv=None):
         return 1
     setting = _announce(args)
     started = time.time()
-    args.run(args)
+    try:
+        args.run(args)
+    except DatasetNotFoundError as error:  # the message says how to install the data
+        print(f"keras-attn {args.command}: {error}", file=sys.stderr)
+        return 1
     _report_outputs(args.out, started, setting)
     return 0
 

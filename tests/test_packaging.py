@@ -98,6 +98,17 @@ def test_a_missing_extra_is_named_before_anything_runs(demo_reproduction, monkey
     )
 
 
+def test_missing_data_ends_with_the_install_hint(demo_reproduction, monkeypatch, capsys):
+    def run(args):
+        raise DatasetNotFoundError("The corpus was not found. Run: fetch it")
+
+    monkeypatch.setattr(demo_reproduction, "run", run)
+    assert cli.main(["reproduce", "demo"]) == 1
+    assert capsys.readouterr().err == (
+        "keras-attn reproduce: The corpus was not found. Run: fetch it\n"
+    )
+
+
 def test_tensorflow_info_lines_are_filtered(capfd):
     with cli._filtered_stderr():
         os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are\n")
