@@ -2,6 +2,8 @@
 
 The subpackages are imported on first use (`keras_attn.layers`, ...), so that
 importing `keras_attn` alone, as the command line does, does not import Keras.
+The layers register themselves with Keras when `keras_attn.layers` is
+imported: do that before `keras.saving.load_model` reads a saved model.
 """
 
 import importlib
