@@ -8,6 +8,8 @@ log lines are hidden unless `TF_CPP_MIN_LOG_LEVEL` is set by the user.
 import argparse
 import contextlib
 import importlib
+import importlib.util
+import json
 import os
 import pathlib
 import re
@@ -92,15 +94,13 @@ def build_parser(argv=None):
 def main(argv=None):
     """Runs the command in `argv` (default `sys.argv[1:]`); returns the exit status."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # INFO off, before TF is imported
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["tour"] or (argv[:1] == ["reproduce"] and argv[1:2] in _papers()):
+        problem = _missing_requirement(argv[0])
+        if problem:
+            print(problem, file=sys.stderr)
+            return 1
     args = build_parser(argv).parse_args(argv)
-    needed = missing_modules("reproduce")
-    if needed:
-        print(
-            f'keras-attn {args.command} needs the "reproduce" extra; missing: '
-            f'{", ".join(needed)}. Install it with `pip install "keras-attn[reproduce]"`.',
-            file=sys.stderr,
-        )
-        return 1
     setting = _announce(args)
     started = time.time()
     try:
@@ -110,6 +110,45 @@ def main(argv=None):
         return 1
     _report_outputs(args.out, started, setting)
     return 0
+
+
+def _papers():
+    return [[name] for name in REPRODUCTIONS]
+
+
+# Keras backend name -> the module it needs.
+_BACKEND_MODULES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
+
+
+def _missing_requirement(command):
+    """Says what to install when the backend or the `reproduce` extra is missing, else `None`."""
+    if "keras" not in sys.modules:
+        backend = os.environ.get("KERAS_BACKEND") or _configured_backend()
+        module = _BACKEND_MODULES.get(backend, backend)
+        if importlib.util.find_spec(module) is None:
+            return (
+                f"keras-attn {command} needs a Keras backend: Keras is set to the {backend!r} "
+                f"backend, but `{module}` is not installed. Install one with "
+                '`pip install "keras-attn[tensorflow]"` (or `[jax]`, `[torch]`, with '
+                "KERAS_BACKEND=jax or torch)."
+            )
+    needed = missing_modules("reproduce")
+    if needed:
+        return (
+            f'keras-attn {command} needs the "reproduce" extra; missing: {", ".join(needed)}. '
+            'Install it with `pip install "keras-attn[reproduce]"`.'
+        )
+    return None
+
+
+def _configured_backend():
+    """The backend in Keras' config file (`~/.keras/keras.json`), `tensorflow` by default."""
+    folder = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
+    try:
+        with open(os.path.join(folder, "keras.json")) as config:
+            return json.load(config).get("backend", "tensorflow")
+    except (OSError, ValueError):
+        return "tensorflow"
 
 
 def _describe(module, entry):

@@ -29,6 +29,16 @@ def test_help_does_not_import_keras():
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_a_missing_backend_is_named_before_keras_is_imported(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "KERAS_BACKEND": "no_such_backend"}
+    args = [sys.executable, "-m", "keras_attn", "reproduce", "parity"]
+    done = subprocess.run(args, capture_output=True, text=True, env=env, cwd=os.getcwd())
+    assert done.returncode == 1
+    assert "`no_such_backend` is not installed" in done.stderr
+    assert 'pip install "keras-attn[tensorflow]"' in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_registry_matches_the_modules():
     modules = reproduce.available()
     assert sorted(reproduce.REPRODUCTIONS) == sorted(modules)
