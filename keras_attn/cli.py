@@ -108,7 +108,8 @@ def main(argv=None):
     except DatasetNotFoundError as error:  # the message says how to install the data
         print(f"keras-attn {args.command}: {error}", file=sys.stderr)
         return 1
-    _report_outputs(args.out, started, setting)
+    if setting is not None:  # the tour names its own files
+        _report_outputs(args.out, started, setting)
     return 0
 
 
