@@ -1,4 +1,3 @@
-
 """Tests of the offline image loaders in `keras_attn.datasets`."""
 
 import gzip
