@@ -52,6 +52,8 @@ def test_value_marker_formats_the_looked_up_number(tmp_path):
     text = "x <!-- results:value run-fast a/b/1 .3f -->?<!-- /results --> y"
     generated = docs_tables.generate(text, docs_tables.Results(tmp_path))
     assert generated == "x <!-- results:value run-fast a/b/1 .3f -->0.123<!-- /results --> y"
+    listed = "<!-- results:value run-fast a/b .1f -->?<!-- /results -->"
+    assert "-->0.5, 0.1<!--" in docs_tables.generate(listed, docs_tables.Results(tmp_path))
 
 
 def test_missing_result_file_is_an_error(tmp_path):
