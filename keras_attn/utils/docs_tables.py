@@ -11,8 +11,8 @@ A docs page marks each generated part with a pair of HTML comments:
 `NAME` is a key of `TABLES`; `FILE` is a result file's stem under
 `results/` (`mimetic-fast` for `results/mimetic-fast.json`); `PATH` walks
 the JSON by keys and list indices separated by `/` (`summary/mimetic/mean`);
-`FORMAT` is a Python format spec (`.4f`), applied to each item of a list
-(joined by ", "). `<!-- results:index -->` lists
+`FORMAT` is a Python format spec (`.4f`, required), applied to each item
+of a list (joined by ", "); a key may contain spaces. `<!-- results:index -->` lists
 every result file with its setting, commit, wall time and load.
 
 Run `python -m keras_attn.utils.docs_tables` to rewrite the pages and
@@ -104,8 +104,8 @@ def render(kind, args, results):
         if name not in TABLES:
             raise KeyError(f"Unknown docs table {name!r}; known: {sorted(TABLES)}")
         return "\n" + TABLES[name](results) + "\n"
-    stem, path, *spec = args.split()
-    value, spec = lookup(results(stem), path), spec[0] if spec else ""
+    stem, *path, spec = args.split()
+    value = lookup(results(stem), " ".join(path))
     if isinstance(value, list):
         return ", ".join(format(item, spec) for item in value)
     return format(value, spec)
