@@ -6,7 +6,10 @@ trigger tables) against the eager forward passes alone (the baseline: the
 work any analysis has to do). Prints the ratio analysis / forward, and the
 size of the state the analysis keeps compared to storing every coefficient.
 
-    python benchmarks/ffn_memories.py [--batches 20 --batch 64 --length 32]
+    python benchmarks/ffn_memories.py [--batches 20 --batch 64 --length 32] [--out DIR]
+
+Writes `ffn_memories.json` (a `meta` block and the figures under `results`)
+to `--out` (default `results/benchmarks`).
 """
 
 import argparse
@@ -20,6 +23,7 @@ import numpy as np  # noqa: E402
 
 from keras_attn.analysis import analyze_memories  # noqa: E402
 from keras_attn.models import build_decoder_language_model  # noqa: E402
+from keras_attn.utils import finish_run  # noqa: E402
 
 
 def main():
@@ -31,7 +35,9 @@ def main():
     parser.add_argument("--depth", type=int, default=4)
     parser.add_argument("--mlp", type=int, default=512)
     parser.add_argument("--top-k", type=int, default=25)
+    parser.add_argument("--out", default="results/benchmarks", help="Folder for the JSON.")
     args = parser.parse_args()
+    started_at = time.time()
     model = build_decoder_language_model(
         args.vocabulary, args.length, dim=128, depth=args.depth, mlp_dim=args.mlp
     )
@@ -61,6 +67,18 @@ def main():
     print(
         f"state kept: {kept / 2**20:.1f} MiB vs {all_coefficients / 2**20:.1f} MiB to store "
         f"every coefficient (ratio {kept / all_coefficients:.3f}, constant in corpus size)"
+    )
+    results = {
+        "config": {key: value for key, value in vars(args).items() if key != "out"},
+        "positions": positions,
+        "forward_s": forward,
+        "analysis_s": analysis,
+        "ratio": analysis / forward,
+        "state_kept_mib": kept / 2**20,
+        "all_coefficients_mib": all_coefficients / 2**20,
+    }
+    finish_run(
+        args.out, "ffn_memories", {"results": results}, started_at=started_at, setting="benchmark"
     )
 
 

@@ -6,7 +6,10 @@ O(L^2)) get the same input, run under XLA (`tf.function(jit_compile=True)`)
 and are timed in the same process. Prints one row per sequence length with
 the ratio filter / attention (below 1: the filter is faster).
 
-    python benchmarks/fourier_filter.py [--lengths 50 200 1000 4000]
+    python benchmarks/fourier_filter.py [--lengths 50 200 1000 4000] [--out results/benchmarks]
+
+Writes `fourier_filter.json` (a `meta` block and the rows under `results`)
+to `--out`.
 """
 
 import argparse
@@ -20,6 +23,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_attn.layers import FourierFilter, MultiHeadSelfAttention  # noqa: E402
+from keras_attn.utils import finish_run  # noqa: E402
 
 
 def forward_backward(layer):
@@ -51,7 +55,10 @@ def main():
     parser.add_argument("--heads", type=int, default=2)
     parser.add_argument("--cutoff", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", default="results/benchmarks", help="Folder for the JSON.")
     args = parser.parse_args()
+    started_at = time.time()
+    rows = []
     print(
         f"batch={args.batch} dim={args.dim} heads={args.heads} cutoff={args.cutoff}, "
         f"XLA, forward+backward, median of {args.repeats}"
@@ -71,6 +78,19 @@ def main():
             f"{length:>6} {attention_time * 1e3:>15.2f} {filter_time * 1e3:>12.2f} "
             f"{filter_time / attention_time:>17.3f}"
         )
+        rows.append(
+            {
+                "length": length,
+                "attention_ms": attention_time * 1e3,
+                "filter_ms": filter_time * 1e3,
+                "ratio": filter_time / attention_time,
+            }
+        )
+    config = {key: getattr(args, key) for key in ("batch", "dim", "heads", "cutoff", "repeats")}
+    results = {"config": config, "rows": rows}
+    finish_run(
+        args.out, "fourier_filter", {"results": results}, started_at=started_at, setting="benchmark"
+    )
 
 
 if __name__ == "__main__":

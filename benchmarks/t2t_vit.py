@@ -6,7 +6,10 @@ eagerly (the baseline: `model(x)` op by op) and compiled with XLA
 process. Prints images per second and the ratio XLA / eager (above 1: XLA is
 faster), plus the analytic GMACs per image.
 
-    python benchmarks/t2t_vit.py [--batch 4] [--repeats 5] [--variant t2t_vit_7]
+    python benchmarks/t2t_vit.py [--batch 4] [--repeats 5] [--variant t2t_vit_7] [--out DIR]
+
+Writes `t2t_vit.json` (a `meta` block and the figures under `results`) to
+`--out` (default `results/benchmarks`).
 """
 
 import argparse
@@ -20,7 +23,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_attn.models import build_t2t_vit  # noqa: E402
-from keras_attn.utils import count_macs  # noqa: E402
+from keras_attn.utils import count_macs, finish_run  # noqa: E402
 
 
 def seconds_per_call(call, x, repeats):
@@ -39,7 +42,9 @@ def main():
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", default="results/benchmarks", help="Folder for the JSON.")
     args = parser.parse_args()
+    started_at = time.time()
     size = args.image_size
     model = build_t2t_vit((size, size, 3), 1000, variant=args.variant)
     x = tf.random.normal((args.batch, size, size, 3), seed=0)
@@ -53,6 +58,19 @@ def main():
     for mode, seconds in (("eager", eager_time), ("XLA", xla_time)):
         print(f"{mode:>6} {seconds * 1e3:>11.1f} {args.batch / seconds:>11.1f}")
     print(f"XLA / eager throughput: {eager_time / xla_time:.2f}x")
+    results = {
+        "variant": args.variant,
+        "image_size": size,
+        "batch": args.batch,
+        "repeats": args.repeats,
+        "gmacs_per_image": count_macs(model) / 1e9,
+        "eager_ms": eager_time * 1e3,
+        "xla_ms": xla_time * 1e3,
+        "xla_speedup": eager_time / xla_time,
+    }
+    finish_run(
+        args.out, "t2t_vit", {"results": results}, started_at=started_at, setting="benchmark"
+    )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import numpy as np
 
 from keras_attn.datasets import load_fashion_mnist
 from keras_attn.layers import MultiHeadSelfAttention, PositionEmbedding
-from keras_attn.utils import is_small_run, write_results
+from keras_attn.utils import finish_run, is_small_run
 
 
 def add_arguments(parser):
@@ -43,6 +43,7 @@ def run(args):
 
     if keras.backend.backend() != "tensorflow":
         raise SystemExit("The tour exports a SavedModel: run it with KERAS_BACKEND=tensorflow.")
+    started_at = time.time()
     keras.utils.set_random_seed(args.seed)
     train_size, epochs = (2000, 1) if is_small_run() else (args.train_size, args.epochs)
     test_size = 2000 if is_small_run() else 10000
@@ -81,8 +82,9 @@ def run(args):
         "saved_model_max_difference": max_difference,
         "history": history.history,
     }
-    paths = write_results(args.out, "tour", results, _learning_curves(history.history))
-    print(f"Results: {paths['json']} and {paths['png']}")
+    setting = "small" if is_small_run() else "full"
+    figure = _learning_curves(history.history)
+    finish_run(args.out, "tour", results, figure, started_at=started_at, setting=setting)
     return results
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from keras_attn.datasets import load_fashion_mnist
 from keras_attn.models import AdaViT, build_vision_transformer
-from keras_attn.utils import is_small_run, write_results
+from keras_attn.utils import finish_run, is_small_run
 
 NAME = "adavit"
 HELP = "AdaViT on Fashion-MNIST: accuracy vs MACs and fast-path latency at several γ."
@@ -154,7 +154,9 @@ def usage_of(decisions):
 
 
 def run(args):
-    setting = SETTINGS["small" if is_small_run() else "full" if args.full else "fast"]
+    started_at = time.time()
+    size = "small" if is_small_run() else "full" if args.full else "fast"
+    setting = SETTINGS[size]
     (x_train, y_train), (x_test, y_test) = load_data(setting["train"], setting["test"])
     vit = pretrain_vit(x_train, y_train, setting["pretrain_epochs"], args.seed)
     models = {
@@ -192,8 +194,8 @@ def run(args):
         examples[gamma] = decisions["patches"][:6]
     results["latency_ms"] = _latency(vit, fast_paths, x_test, setting)
     figure = _figure(results, x_test[:6], examples)
-    paths = write_results(args.out, NAME, results, figure)
     _print_summary(results)
+    paths = finish_run(args.out, NAME, results, figure, started_at=started_at, setting=size)
     return paths
 
 

@@ -20,7 +20,7 @@ from keras_attn.recommendation import (
     leave_one_out_split,
     user_sequences,
 )
-from keras_attn.utils import is_small_run, write_results
+from keras_attn.utils import finish_run, is_small_run
 
 NAME = "bsarec"
 HELP = "BSARec vs SASRec next-item recommendation on MovieLens-100K."
@@ -101,6 +101,7 @@ def summarize(runs):
 
 
 def run(args):
+    started_at = time.time()
     setting = FULL if args.full and not is_small_run() else FAST
     seeds = args.seeds or setting["seeds"]
     epochs = args.epochs or setting["epochs"]
@@ -155,7 +156,14 @@ def run(args):
         },
         "runs": runs,
     }
-    write_results(args.out, NAME, results, plot(runs, summary))
+    finish_run(
+        args.out,
+        NAME,
+        results,
+        plot(runs, summary),
+        started_at=started_at,
+        setting=results["setting"],
+    )
     return results
 
 

@@ -23,7 +23,7 @@ from keras_attn.datasets.jane_austen import (
     split_words,
 )
 from keras_attn.models.decoder_language_model import build_decoder_language_model
-from keras_attn.utils import is_small_run, write_results
+from keras_attn.utils import finish_run, is_small_run
 
 NAME = "ffn-memories"
 HELP = "Key-value memories in the feed-forward layers of a word-level LM on Jane Austen."
@@ -69,7 +69,8 @@ def run(args):
         "examples": _examples(analysis, inputs[analysed], words),
         "seconds": round(time.time() - start, 1),
     }
-    return write_results(args.out, NAME, results, _figure(analysis))
+    figure = _figure(analysis)
+    return finish_run(args.out, NAME, results, figure, started_at=start, setting=setting)
 
 
 def _sentences(limit, seed):

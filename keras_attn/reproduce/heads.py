@@ -23,7 +23,7 @@ from keras_attn.models import build_minilm_encoder
 from keras_attn.pretrained import load_minilm_weights
 from keras_attn.pruning import head_importance, prune_heads, select_heads
 from keras_attn.text import WordPieceTokenizer
-from keras_attn.utils import is_small_run, write_results
+from keras_attn.utils import finish_run, is_small_run
 
 NAME = "heads"
 HELP = "Head importance and pruning of MiniLM on Bible-section classification (Michel et al.)."
@@ -57,7 +57,9 @@ def add_arguments(parser):
 
 
 def run(args):
-    setting = SETTINGS["small" if is_small_run() else "full" if args.full else "fast"]
+    started_at = time.time()
+    size = "small" if is_small_run() else "full" if args.full else "fast"
+    setting = SETTINGS[size]
     keras.utils.set_random_seed(args.seed)
     start = time.perf_counter()
     task = PruningTask.create(setting, args.seed)
@@ -98,8 +100,9 @@ def run(args):
         "throughput": throughput,
         "seconds": time.perf_counter() - start,
     }
-    write_results(args.out, NAME, results, _figure(results))
     _print_summary(results)
+    figure = _figure(results)
+    finish_run(args.out, NAME, results, figure, started_at=started_at, setting=size)
     return results
 
 

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from keras_attn.utils import is_small_run, write_results
+from keras_attn.utils import finish_run, is_small_run
 
 NAME = "logsparse"
 HELP = "LogSparse + convolutional attention vs full attention and seasonal naive (R0.5/R0.9)."
@@ -250,6 +250,7 @@ def plot_forecasts(curves, config):
 
 
 def run(args):
+    started_at = time.time()
     config = settings(args)
     results, curves = {}, {}
     for dataset in config["datasets"]:
@@ -259,7 +260,12 @@ def run(args):
         for name, row in rows.items():
             print(f"{dataset}: {name:<16} {row['R0.5']:>7.4f} {row['R0.9']:>7.4f}")
     summary = {"setting": "full" if args.full and not is_small_run() else "fast", "config": config}
-    paths = write_results(
-        args.out, NAME, {**summary, "results": results}, plot_forecasts(curves, config)
+    paths = finish_run(
+        args.out,
+        NAME,
+        {**summary, "results": results},
+        plot_forecasts(curves, config),
+        started_at=started_at,
+        setting=summary["setting"],
     )
     return {"results": results, "paths": paths}

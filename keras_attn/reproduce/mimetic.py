@@ -30,7 +30,7 @@ from keras_attn.initializers import (
 )
 from keras_attn.models import build_vision_transformer
 from keras_attn.pretrained import load_minilm_weights
-from keras_attn.utils import is_small_run, write_results
+from keras_attn.utils import finish_run, is_small_run
 
 NAME = "mimetic"
 HELP = "Small ViT on Fashion-MNIST: default vs mimetic attention init; MiniLM weight analysis."
@@ -106,6 +106,7 @@ def setting(args):
 
 
 def run(args):
+    started_at = time.time()
     chosen = setting(args)
     data = load_data(chosen["train_size"], chosen["test_size"], chosen["dataset"])
     print(
@@ -114,13 +115,27 @@ def run(args):
         f"{chosen['test_size']} test images, {chosen['epochs']} epochs, {chosen['seeds']} seeds."
     )
     training = compare_inits(data, chosen)
-    paths = write_results(args.out, NAME, training, plot_curves(training))
+    finish_run(
+        args.out,
+        NAME,
+        training,
+        plot_curves(training),
+        started_at=started_at,
+        setting=chosen["name"],
+    )
     analysis = analyze_minilm()
-    write_results(args.out, f"{NAME}_minilm", analysis, plot_minilm(analysis))
+    finish_run(
+        args.out,
+        f"{NAME}_minilm",
+        analysis,
+        plot_minilm(analysis),
+        started_at=started_at,
+        setting=chosen["name"],
+    )
     for init in INITS:
         summary = training["summary"][init]
         print(f"{init:>8}: test accuracy {summary['mean']:.4f} ± {summary['std']:.4f}")
-    print(f"mimetic − default: {training['summary']['difference']:+.4f}; results in {paths}")
+    print(f"mimetic − default: {training['summary']['difference']:+.4f}")
     return {"training": training, "minilm": analysis}
 
 

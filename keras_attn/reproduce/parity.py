@@ -20,7 +20,7 @@ import numpy as np
 
 from keras_attn.datasets.bit_strings import make_bit_strings
 from keras_attn.models.bit_string_classifier import build_bit_string_classifier
-from keras_attn.utils import is_small_run, write_results
+from keras_attn.utils import finish_run, is_small_run
 
 NAME = "parity"
 HELP = "FIRST/PARITY length generalisation with and without log-length scaled attention."
@@ -105,8 +105,15 @@ def run(args):
         "runs": runs,
         "seconds": round(time.time() - start, 1),
     }
-    paths = write_results(args.out, NAME, results, plot(summary, setting["test_length"]))
-    print(f"Wrote {paths['json']}")
+    size = "full" if args.full else "small" if is_small_run() else "fast"
+    finish_run(
+        args.out,
+        NAME,
+        results,
+        plot(summary, setting["test_length"]),
+        started_at=start,
+        setting=size,
+    )
     return results
 
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from keras_attn.datasets import load_fashion_mnist
 from keras_attn.models import build_t2t_vit, build_vision_transformer
-from keras_attn.utils import count_macs, is_small_run, write_results
+from keras_attn.utils import count_macs, finish_run, is_small_run
 
 NAME = "t2t"
 HELP = "T2T-ViT vs plain ViT and deep-narrow vs shallow-wide on Fashion-MNIST."
@@ -146,6 +146,7 @@ def summarise(rows):
 
 
 def run(args):
+    started_at = time.time()
     setting = "small" if is_small_run() else ("full" if args.full else "fast")
     train_size, test_size, epochs = SETTINGS[setting]
     train_size = args.train_size or train_size
@@ -179,8 +180,8 @@ def run(args):
             for title, (a, b) in COMPARISONS.items()
         },
     }
-    paths = write_results(args.out, NAME, results, _figure(rows, summary))
-    print(f"Results: {paths['json']} and {paths['png']}")
+    figure = _figure(rows, summary)
+    finish_run(args.out, NAME, results, figure, started_at=started_at, setting=setting)
     return results
 
 

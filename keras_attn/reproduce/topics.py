@@ -24,7 +24,7 @@ from keras_attn.analysis.topic_structure import (
     generate_lda_documents,
     train_topic_model,
 )
-from keras_attn.utils import is_small_run, write_results
+from keras_attn.utils import finish_run, is_small_run
 
 NAME = "topics"
 HELP = "Topic structure in a one-layer attention model trained on LDA data, and in MiniLM."
@@ -54,7 +54,8 @@ def run(args):
             config["lda_topics"], config["words_per_topic"], config["passages"], args.seed
         )
     results["seconds"] = round(time.time() - start, 1)
-    return write_results(args.out, NAME, results, _figure(results["synthetic"]["history"]))
+    figure = _figure(results["synthetic"]["history"])
+    return finish_run(args.out, NAME, results, figure, started_at=start, setting=setting)
 
 
 def synthetic_experiment(documents, epochs, seed):

@@ -9,6 +9,10 @@ import sys
 import time
 
 SMALL_RUN_VARIABLE = "KERAS_ATTN_SMALL"
+SMOKE_TEST_NOTICE = (
+    "This run used the fast setting: its numbers are a smoke test that the code runs end to "
+    "end, not the paper's result. Run with --full for the documented setting."
+)
 
 
 def is_small_run():
@@ -39,7 +43,7 @@ def run_metadata(started_at, setting):
             f"`setting` must be 'fast', 'full' or 'benchmark'. Received: setting={setting!r}"
         )
     return {
-        "command": " ".join([pathlib.Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "command": _command_line(),
         "commit": _git_commit(),
         "wall_time_s": round(time.time() - started_at, 1),
         "load_average": [round(value, 2) for value in os.getloadavg()],
@@ -48,6 +52,14 @@ def run_metadata(started_at, setting):
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "setting": setting,
     }
+
+
+def _command_line():
+    """`sys.argv` as typed; `python -m package` when run as a module."""
+    program = pathlib.Path(sys.argv[0])
+    if program.name == "__main__.py":
+        return " ".join(["python", "-m", program.parent.name, *sys.argv[1:]])
+    return " ".join([program.name, *sys.argv[1:]])
 
 
 def _git_commit():
@@ -90,6 +102,45 @@ def write_results(out_dir, name, results, figure=None):
         paths["png"] = out_dir / f"{name}.png"
         figure.savefig(paths["png"], dpi=120, bbox_inches="tight")
         plt.close(figure)
+    return paths
+
+
+def finish_run(out_dir, name, results, figure=None, *, started_at, setting):
+    """Writes a run's results with their `meta` block and says where.
+
+    Every reproduction, the tour and the benchmarks end with this call. The
+    JSON holds the keys of `results` plus `"meta"`, the `run_metadata` of the
+    run. It prints the paths written and, for the fast setting, that the
+    numbers are a smoke test rather than the paper's result.
+
+    Args:
+        out_dir: folder, created if missing.
+        name: file stem of the JSON and PNG.
+        results: JSON-serializable dict without a `"meta"` key.
+        figure: optional matplotlib figure, closed after saving.
+        started_at: `time.time()` when the run began.
+        setting: `"small"` (the `KERAS_ATTN_SMALL` size, recorded as
+            `"fast"`), `"fast"`, `"full"` or `"benchmark"`.
+
+    Returns:
+        dict with the `"json"` path and, with a figure, the `"png"` path.
+
+    Example:
+
+    >>> import tempfile, time
+    >>> out = tempfile.mkdtemp()
+    >>> paths = finish_run(out, "demo", {"accuracy": 0.5}, started_at=time.time(),
+    ...                    setting="full")  # doctest: +ELLIPSIS
+    Wrote .../demo.json
+    """
+    if "meta" in results:
+        raise ValueError(f"`results` must not hold a 'meta' key. Received: {sorted(results)}")
+    fast = setting in ("small", "fast")
+    metadata = run_metadata(started_at, "fast" if fast else setting)
+    paths = write_results(out_dir, name, {**results, "meta": metadata}, figure)
+    print("Wrote " + " and ".join(str(path) for path in paths.values()))
+    if fast:
+        print(SMOKE_TEST_NOTICE)
     return paths
 
 

@@ -1,0 +1,344 @@
+"""The docs tables that `docs_tables` generates, each from result files.
+
+Each entry of `TABLES` maps a table name (used in a page's
+`<!-- results:table NAME -->` marker) to a function of a `Results` reader
+that returns the markdown table.
+"""
+
+import statistics
+
+from keras_attn.utils.docs_tables import markdown_table
+
+LOGSPARSE_MODELS = {
+    "seasonal_naive": "seasonal naive (previous day)",
+    "full_k1": "full attention, `k = 1`",
+    "full_k9": "full attention, `k = 9`",
+    "logsparse_k1": "LogSparse (local), `k = 1`",
+    "logsparse_conv": "LogSparse (local) + conv, `k = 9`",
+}
+PARITY_SCALES = {"none": "plain", "log_length": "log-length scaled"}
+T2T_MODELS = {
+    "t2t_vit": "T2T-ViT (width 64, 4 blocks)",
+    "vit": "plain ViT, 4×4 patches (width 64, 4 blocks)",
+    "deep_narrow": "T2T-ViT deep-narrow (width 64, 8 blocks)",
+    "shallow_wide": "T2T-ViT shallow-wide (width 128, 2 blocks)",
+}
+
+
+def logsparse(stem):
+    def table(results):
+        data = results(stem)["results"]
+        datasets = list(data)
+        header = ["model"] + [f"{d} {m}" for d in datasets for m in ("R0.5", "R0.9")]
+        models = [name for name in LOGSPARSE_MODELS if name in data[datasets[0]]]
+        rows = [
+            [LOGSPARSE_MODELS[name]]
+            + [f"{data[d][name][m]:.4f}" for d in datasets for m in ("R0.5", "R0.9")]
+            for name in models
+        ]
+        return markdown_table(header, rows)
+
+    return table
+
+
+def parity(stem):
+    def table(results):
+        data = results(stem)
+        test_length = data["setting"]["test_length"]
+        header = [
+            "task",
+            "train n",
+            "attention",
+            "seeds",
+            f"mean acc (n={test_length})",
+            f"median acc (n={test_length})",
+            "mean acc at train n",
+            f"seeds ≥ 0.99 at n={test_length}",
+        ]
+        rows = []
+        for row in data["summary"]:
+            runs = [
+                run
+                for run in data["runs"]
+                if (run["task"], run["train_length"], run["logit_scale"])
+                == (row["task"], row["train_length"], row["logit_scale"])
+            ]
+            solved = sum(run["test_accuracy"] >= 0.99 for run in runs)
+            rows.append(
+                [
+                    row["task"].upper(),
+                    row["train_length"],
+                    PARITY_SCALES[row["logit_scale"]],
+                    row["seeds"],
+                    f"{row['mean_test_accuracy']:.3f}",
+                    f"{row['median_test_accuracy']:.3f}",
+                    f"{row['mean_train_length_accuracy']:.3f}",
+                    f"{solved}/{row['seeds']}",
+                ]
+            )
+        return markdown_table(header, rows)
+
+    return table
+
+
+def mimetic(stem, labels):
+    def table(results):
+        data = results(stem)
+        seeds = len(data["runs"]["default"])
+        header = ["initialization", *(f"seed {s}" for s in range(seeds)), "mean ± std"]
+        rows = []
+        for init, label in labels.items():
+            finals = [f"{run['test_accuracy'][-1]:.4f}" for run in data["runs"][init]]
+            summary = data["summary"][init]
+            rows.append([label, *finals, f"**{summary['mean']:.4f} ± {summary['std']:.4f}**"])
+        return markdown_table(header, rows)
+
+    return table
+
+
+def t2t(stem):
+    def table(results):
+        data = results(stem)
+        header = ["model", "parameters", "MACs", "test accuracy, mean ± std", "per seed"]
+        rows = []
+        for name, label in T2T_MODELS.items():
+            summary = data["summary"][name]
+            seeds = [r["test_accuracy"] for r in data["runs"] if r["model"] == name]
+            rows.append(
+                [
+                    label,
+                    f"{summary['parameters']:,}",
+                    f"{summary['macs'] / 1e6:.1f}M",
+                    f"{summary['mean_accuracy']:.3f} ± {summary['std_accuracy']:.3f}",
+                    ", ".join(f"{value:.3f}" for value in seeds),
+                ]
+            )
+        return markdown_table(header, rows)
+
+    return table
+
+
+def bsarec(stem):
+    def table(results):
+        data = results(stem)
+        metrics = list(next(iter(data["summary"].values())))
+        labels = {
+            "SASRec": "SASRec",
+            "BSARec": f"BSARec (α = {data['alpha']}, c = {data['cutoff']})",
+        }
+        rows = [
+            [label]
+            + [
+                f"{data['summary'][name][m]['mean']:.4f} ± {data['summary'][name][m]['std']:.4f}"
+                for m in metrics
+            ]
+            for name, label in labels.items()
+        ]
+        return markdown_table(["model", *metrics], rows)
+
+    return table
+
+
+def fourier_filter(results):
+    rows = [
+        [
+            row["length"],
+            f"{row['attention_ms']:.2f}",
+            f"{row['filter_ms']:.2f}",
+            f"{row['ratio']:.3f}",
+        ]
+        for row in results("benchmarks/fourier_filter")["results"]["rows"]
+    ]
+    return markdown_table(["L", "attention (ms)", "filter (ms)", "filter / attention"], rows)
+
+
+def t2t_benchmark(results):
+    data = results("benchmarks/t2t_vit")["results"]
+    batch = data["batch"]
+    rows = [
+        [mode, f"{data[key]:.0f}", f"{batch / data[key] * 1e3:.1f}"]
+        for mode, key in (("eager", "eager_ms"), ("XLA", "xla_ms"))
+    ]
+    return markdown_table(["mode", f"ms / batch of {batch}", "images / s"], rows)
+
+
+def ffn_memories(stem):
+    columns = {
+        "agreement_rate": "Agreement",
+        "shuffled_agreement_rate": "Shuffled keys",
+        "active_fraction": "Active memories",
+        "zero_agreement_rate": "Zero agreement",
+        "residual_kept": "Residual kept",
+        "ffn_override": "FFN override",
+        "compromise": "Compromise",
+    }
+
+    def table(results):
+        data = results(stem)
+        rows = [
+            [layer + 1]
+            + [f"{data[key][layer]:.1%}" for key in list(columns)[:2]]
+            + [f"{data['random_baseline']:.2%}"]
+            + [f"{data[key][layer]:.1%}" for key in list(columns)[2:]]
+            for layer in range(len(data["layers"]))
+        ]
+        header = ["Layer", *list(columns.values())[:2], "`1/V`", *list(columns.values())[2:]]
+        return markdown_table(header, rows)
+
+    return table
+
+
+def adavit_accuracy(results):
+    data = results("adavit-fast")
+    full = data["full_model"]
+    header = ["model", "test accuracy", "MMACs / image"]
+    header += [f"{kind} usage" for kind in ("patch", "head", "attention", "MLP")]
+    rows = [["full ViT", f"{full['accuracy']:.4f}", f"{full['macs'] / 1e6:.2f}", 1, 1, 1, 1, ""]]
+    for run in data["adavit"]:
+        usage = run["usage"]
+        rows.append(
+            [
+                f"AdaViT γ={run['gamma']}",
+                f"{run['accuracy']:.4f}",
+                f"{run['macs'] / 1e6:.2f} ({full['macs'] / run['macs']:.2f}× less)",
+                *(f"{usage[kind]:.2f}" for kind in ("patches", "heads", "attention", "mlp")),
+                f"{run['random_policy']['accuracy']:.4f}",
+            ]
+        )
+    return markdown_table(header + ["random policy accuracy (same usage)"], rows)
+
+
+def adavit_latency(results):
+    latency = results("adavit-fast")["latency_ms"]
+    batches = list(latency)
+    rows = [
+        [name, *(f"{latency[batch][name]:.2f}" for batch in batches)]
+        for name in latency[batches[0]]
+    ]
+    return markdown_table(["latency (ms, median)", *batches], rows)
+
+
+def adavit_speedup(results):
+    latency = results("adavit-fast")["latency_ms"]
+    batches = list(latency)
+    rows = []
+    for name in latency[batches[0]]:
+        if not name.endswith("fast path"):
+            continue
+        gamma = name.split()[1]
+        for baseline in ("full (XLA)", "full (NumPy)"):
+            rows.append(
+                [f"{gamma} vs {baseline}"]
+                + [f"{latency[b][baseline] / latency[b][name]:.2f}×" for b in batches]
+            )
+    return markdown_table(["speed-up of the fast path over", *batches], rows)
+
+
+def topics_end_state(stem):
+    def table(results):
+        final = results(stem)["synthetic"]["final"]
+        rows = [
+            [
+                "attention per key word",
+                f"**{final['attention_same_topic']:.4f}**",
+                f"{final['attention_uniform']:.4f}",
+                f"**{final['attention_different_topic']:.4f}**",
+            ],
+            [
+                "embedding inner product",
+                f"{final['embedding_same_topic']:.3f}",
+                "",
+                f"{final['embedding_different_topic']:.3f}",
+            ],
+        ]
+        return markdown_table(["Statistic", "Same topic", "Uniform `1/n`", "Different topic"], rows)
+
+    return table
+
+
+def topics_take_off(stem):
+    labels = {
+        "value_block_gap": "value block gap (`E W_v W_o D`)",
+        "embedding_gap": "embedding inner-product gap",
+        "attention_gap": "attention gap ((same − different) / `1/n`)",
+    }
+
+    def table(results):
+        steps = results(stem)["synthetic"]["take_off_step"]
+        rows = [[label, steps[key]] for key, label in labels.items()]
+        return markdown_table(["Statistic", "Step"], rows)
+
+    return table
+
+
+def topics_minilm(stem):
+    def table(results):
+        layers = results(stem)["minilm"]["attention_per_layer"]
+        rows = [
+            [
+                layer + 1,
+                f"{row['same_topic']:.4f}",
+                f"{row['uniform']:.4f}",
+                f"{row['different_topic']:.4f}",
+                f"{row['same_topic'] / row['different_topic']:.1f}×",
+            ]
+            for layer, row in enumerate(layers)
+        ]
+        header = ["Layer", "Same-topic attention", "`1/n`", "Different-topic attention"]
+        return markdown_table(header + ["Same / different"], rows)
+
+    return table
+
+
+def minilm_diagonals(results):
+    data = results("mimetic-minilm-fast")
+    query_key, value_output = data["query_key_per_head"], data["value_output_per_layer"]
+    rows = []
+    for layer in range(data["num_layers"]):
+        means = query_key["mean_diagonal"][layer]
+        rows.append(
+            [
+                layer,
+                f"{sum(value > 0 for value in means)}/{len(means)}",
+                f"{statistics.median(query_key['diagonal_score'][layer]):+.2f}",
+                f"{value_output['mean_diagonal'][layer]:+.3f}",
+                f"{value_output['diagonal_score'][layer]:+.2f}",
+            ]
+        )
+    header = [
+        "layer",
+        "heads with positive `W_q W_kᵀ` diagonal",
+        "median `W_q W_kᵀ` score",
+        "`W_v W_o` mean diagonal",
+        "`W_v W_o` score",
+    ]
+    return markdown_table(header, rows)
+
+
+TABLES = {
+    "logsparse-fast": logsparse("logsparse-fast"),
+    "logsparse-full": logsparse("logsparse-full"),
+    "parity-first-fast": parity("parity-fast"),
+    "mimetic-fast": mimetic(
+        "mimetic-fast",
+        {
+            "default": "default (Glorot uniform kernels)",
+            "mimetic": "mimetic (α1 = β1 = 0.7, α2 = β2 = 0.4)",
+        },
+    ),
+    "mimetic-sincos-fast": mimetic(
+        "mimetic-sincos-fast", {"default": "default", "mimetic": "mimetic"}
+    ),
+    "mimetic-minilm": minilm_diagonals,
+    "t2t-fast": t2t("t2t-fast"),
+    "topics-fast-end-state": topics_end_state("topics-fast"),
+    "topics-fast-take-off": topics_take_off("topics-fast"),
+    "topics-fast-minilm": topics_minilm("topics-fast"),
+    "adavit-fast-accuracy": adavit_accuracy,
+    "adavit-fast-latency": adavit_latency,
+    "adavit-fast-speedup": adavit_speedup,
+    "t2t-vit-benchmark": t2t_benchmark,
+    "bsarec-fast": bsarec("bsarec-fast"),
+    "fourier-filter-benchmark": fourier_filter,
+    "ffn-memories-fast": ffn_memories("ffn-memories-fast"),
+}

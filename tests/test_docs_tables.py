@@ -1,0 +1,63 @@
+import json
+import shutil
+
+import pytest
+
+from keras_attn.utils import docs_tables
+
+DOCS, RESULTS = docs_tables.ROOT / "docs", docs_tables.ROOT / "results"
+
+
+def test_docs_agree_with_committed_results():
+    assert docs_tables.update(DOCS, RESULTS, check=True) == []
+
+
+@pytest.fixture
+def copies(tmp_path):
+    shutil.copytree(DOCS, tmp_path / "docs")
+    shutil.copytree(RESULTS, tmp_path / "results")
+    return tmp_path / "docs", tmp_path / "results"
+
+
+def test_check_fails_when_a_docs_number_is_edited(copies):
+    docs, results = copies
+    page = docs / "parity-first.md"
+    text = page.read_text()
+    start = text.index("<!-- results:table parity-first-fast -->")
+    cell = text.index("| FIRST | 10 |", start)
+    page.write_text(text[:cell] + "| FIRST | 11 |" + text[cell + len("| FIRST | 10 |") :])
+    assert docs_tables.update(docs, results, check=True) == [page]
+    assert docs_tables.main(["--docs", str(docs), "--results", str(results), "--check"]) == 1
+    docs_tables.update(docs, results)  # regenerating restores the page
+    assert page.read_text() == text
+
+
+def test_check_fails_when_a_result_file_changes(copies):
+    docs, results = copies
+    path = results / "mimetic-fast.json"
+    data = json.loads(path.read_text())
+    data["summary"]["difference"] += 0.5
+    path.write_text(json.dumps(data))
+    assert docs / "mimetic-init.md" in docs_tables.update(docs, results, check=True)
+
+
+def test_value_marker_formats_the_looked_up_number(tmp_path):
+    (tmp_path / "run-fast.json").write_text(json.dumps({"a": {"b": [0.5, 0.123456]}}))
+    text = "x <!-- results:value run-fast a/b/1 .3f -->?<!-- /results --> y"
+    generated = docs_tables.generate(text, docs_tables.Results(tmp_path))
+    assert generated == "x <!-- results:value run-fast a/b/1 .3f -->0.123<!-- /results --> y"
+    listed = "<!-- results:value run-fast a/b .1f -->?<!-- /results -->"
+    assert "-->0.5, 0.1<!--" in docs_tables.generate(listed, docs_tables.Results(tmp_path))
+
+
+def test_missing_result_file_is_an_error(tmp_path):
+    text = "<!-- results:value absent-fast a .3f -->1<!-- /results -->"
+    with pytest.raises(FileNotFoundError, match="absent-fast"):
+        docs_tables.generate(text, docs_tables.Results(tmp_path))
+
+
+def test_every_result_file_records_how_it_was_made():
+    for stem in docs_tables.Results(RESULTS).stems():
+        meta = json.loads((RESULTS / f"{stem}.json").read_text())["meta"]
+        assert meta["setting"] in ("fast", "full", "benchmark"), stem
+        assert {"command", "commit", "wall_time_s", "load_average", "date"} <= set(meta), stem

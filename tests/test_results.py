@@ -1,0 +1,34 @@
+import json
+import time
+
+import pytest
+
+from keras_attn.utils import finish_run
+from keras_attn.utils.results import SMOKE_TEST_NOTICE
+
+
+def test_finish_run_writes_meta_and_says_where(tmp_path, capsys):
+    started_at = time.time() - 2.0
+    paths = finish_run(tmp_path, "demo", {"accuracy": 0.5}, started_at=started_at, setting="full")
+    data = json.loads(paths["json"].read_text())
+    assert data["accuracy"] == 0.5
+    assert data["meta"]["setting"] == "full"
+    assert data["meta"]["wall_time_s"] >= 2.0
+    assert len(data["meta"]["load_average"]) == 3
+    out = capsys.readouterr().out
+    assert f"Wrote {paths['json']}" in out
+    assert SMOKE_TEST_NOTICE not in out
+
+
+@pytest.mark.parametrize("setting", ["fast", "small"])
+def test_fast_runs_are_labelled_smoke_tests(tmp_path, capsys, setting):
+    paths = finish_run(tmp_path, "demo", {}, started_at=time.time(), setting=setting)
+    assert json.loads(paths["json"].read_text())["meta"]["setting"] == "fast"
+    assert SMOKE_TEST_NOTICE in capsys.readouterr().out
+
+
+def test_finish_run_rejects_a_meta_key_and_unknown_settings(tmp_path):
+    with pytest.raises(ValueError, match="meta"):
+        finish_run(tmp_path, "demo", {"meta": 1}, started_at=time.time(), setting="full")
+    with pytest.raises(ValueError, match="setting='huge'"):
+        finish_run(tmp_path, "demo", {}, started_at=time.time(), setting="huge")
