@@ -80,7 +80,7 @@ def build_parser(argv=None):
         )
         paper_parser.add_argument(
             "--out",
-            default=f"results/{name}",
+            default=f"runs/{name}",
             help="folder for the JSON and PNG results (default: %(default)s)",
         )
         if chosen == ["reproduce", name]:

@@ -19,7 +19,7 @@ from keras_attn.utils import finish_run, is_small_run
 def add_arguments(parser):
     parser.add_argument("--epochs", type=int, default=3, help="Training epochs.")
     parser.add_argument("--train-size", type=int, default=12000, help="Training images used.")
-    parser.add_argument("--out", default="results/tour", help="Folder for results and the model.")
+    parser.add_argument("--out", default="runs/tour", help="Folder for results and the model.")
     parser.add_argument("--seed", type=int, default=0, help="Random seed.")
 
 
