@@ -1,19 +1,19 @@
 """keras_attn: self-attention layers, initializers, models and analysis tools for Keras 3.
 
-The subpackages are imported on first use (`keras_attn.layers`, ...), so that
-importing `keras_attn` alone, as the command line does, does not import Keras.
-The layers register themselves with Keras when `keras_attn.layers` is
-imported: do that before `keras.saving.load_model` reads a saved model.
+Importing `keras_attn` registers every serializable class (layers,
+initializers, losses, metrics and the AdaViT model) with Keras, so a `.keras`
+file that uses them loads with `keras.saving.load_model` after a plain
+`import keras_attn`.
 """
 
-import importlib
+import os
 
 __version__ = "0.1.0"
 
-__all__ = ["initializers", "layers", "__version__"]
+# Set only by `keras_attn_cli` while it parses the command line, so that
+# `keras-attn --help` answers without importing Keras; the command it then
+# runs imports what it needs.
+if os.environ.get("_KERAS_ATTN_DEFER_IMPORTS") != "1":
+    from keras_attn import initializers, layers, losses, metrics, models
 
-
-def __getattr__(name):
-    if name in ("initializers", "layers"):
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["initializers", "layers", "losses", "metrics", "models", "__version__"]

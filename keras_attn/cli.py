@@ -11,12 +11,10 @@ import importlib
 import importlib.util
 import json
 import os
-import pathlib
 import re
 import sys
 import tempfile
 import textwrap
-import time
 
 from keras_attn._optional import missing_modules
 from keras_attn.datasets.errors import DatasetNotFoundError
@@ -101,15 +99,12 @@ def main(argv=None):
             print(problem, file=sys.stderr)
             return 1
     args = build_parser(argv).parse_args(argv)
-    setting = _announce(args)
-    started = time.time()
+    _announce(args)
     try:
         args.run(args)
     except DatasetNotFoundError as error:  # the message says how to install the data
         print(f"keras-attn {args.command}: {error}", file=sys.stderr)
         return 1
-    if setting is not None:  # the tour names its own files
-        _report_outputs(args.out, started, setting)
     return 0
 
 
@@ -188,23 +183,6 @@ def _announce(args):
     else:
         print(f"Running the full setting of {args.paper} ({entry.full_time} on 2 CPU cores).")
     return setting
-
-
-def _report_outputs(out, started, setting):
-    written = sorted(
-        path
-        for pattern in ("*.json", "*.png")
-        for path in pathlib.Path(out).glob(pattern)
-        if path.stat().st_mtime >= started - 1
-    )
-    print("Results written to:" if written else f"No JSON or PNG was written to {out}.")
-    for path in written:
-        print(f"  {path}")
-    if setting in ("fast", "small"):
-        print(
-            f"These are {setting}-setting numbers, a smoke test of the pipeline, not the "
-            "paper's result; run with --full for the documented setting."
-        )
 
 
 def _import_quietly(module):

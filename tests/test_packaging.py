@@ -3,6 +3,7 @@
 import argparse
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -15,12 +16,14 @@ from keras_attn import cli, reproduce
 from keras_attn._optional import EXTRA_MODULES, missing_modules, require
 from keras_attn.datasets import DatasetNotFoundError, fetch
 from keras_attn.datasets._files import data_dir, find_package_file
+from keras_attn.utils import finish_run
 
 
 def test_help_does_not_import_keras():
     code = (
-        "import sys; from keras_attn import cli\n"
-        "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "import sys, keras_attn_cli\n"
+        "sys.argv = ['keras-attn', '--help']\n"
+        "try:\n    keras_attn_cli.main()\nexcept SystemExit:\n    pass\n"
         "print(sorted(m for m in ('keras', 'tensorflow', 'jax', 'torch') if m in sys.modules))"
     )
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
@@ -29,9 +32,21 @@ def test_help_does_not_import_keras():
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_import_keras_attn_registers_every_serializable_class():
+    code = "import keras_attn, keras\nprint(keras.saving.get_custom_objects().keys())\n"
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    registered = done.stdout
+    for name in ("AdaViT", "RhoRisk", "GaussianNegativeLogLikelihood", "MimeticInitializer"):
+        assert f"keras_attn>{name}" in registered, name
+    sources = pathlib.Path("keras_attn").rglob("*.py")
+    declared = sum(p.read_text().count("register_keras_serializable(package") for p in sources)
+    assert registered.count("keras_attn>") == declared
+
+
 def test_a_missing_backend_is_named_before_keras_is_imported(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.getcwd(), "KERAS_BACKEND": "no_such_backend"}
-    args = [sys.executable, "-m", "keras_attn", "reproduce", "parity"]
+    args = [sys.executable, "-m", "keras_attn_cli", "reproduce", "parity"]
     done = subprocess.run(args, capture_output=True, text=True, env=env, cwd=os.getcwd())
     assert done.returncode == 1
     assert "`no_such_backend` is not installed" in done.stderr
@@ -74,9 +89,9 @@ def demo_reproduction(monkeypatch):
     module.add_arguments = lambda parser: parser.add_argument("--value", type=int, help="a value")
 
     def run(args):
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "demo.json"), "w") as f:
-            json.dump({"value": args.value, "full": args.full}, f)
+        setting = "full" if args.full else "fast"
+        results = {"value": args.value, "full": args.full}
+        finish_run(args.out, "demo", results, started_at=0.0, setting=setting)
 
     module.run = run
     monkeypatch.setitem(sys.modules, module.__name__, module)
@@ -92,8 +107,9 @@ def test_a_fast_run_says_it_is_a_smoke_test_and_where_it_wrote(demo_reproduction
     printed = capsys.readouterr().out
     assert "Running the FAST setting of demo (a moment" in printed
     assert "not the paper's result" in printed
-    assert f"Results written to:\n  {out / 'demo.json'}" in printed
-    assert json.loads((out / "demo.json").read_text()) == {"value": 3, "full": False}
+    assert f"Wrote {out / 'demo.json'}" in printed
+    written = json.loads((out / "demo.json").read_text())
+    assert {key: written[key] for key in ("value", "full")} == {"value": 3, "full": False}
     assert cli.main(["reproduce", "demo", "--out", str(out), "--full"]) == 0
     printed = capsys.readouterr().out
     assert "Running the full setting of demo (two moments" in printed
