@@ -92,11 +92,11 @@ def upstream_error(error):
 
 def compare(weights, jit_compile):
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    single = fit(weights, jit_compile)
     try:
         parallel = fit(weights, jit_compile, strategy)
     except Exception as error:  # noqa: BLE001 - the upstream error is the result
         return {"error": upstream_error(error)}
+    single = fit(weights, jit_compile)
     return {
         "single_device_losses": single[0],
         "mirrored_losses": parallel[0],
