@@ -34,7 +34,7 @@ def head_parallel_layout_map(device_mesh, model_axis="model", convolutional=Fals
     rows (Shoeybi et al., 2019). The math is unchanged, only where the
     weights live: a sharded model gives the outputs and gradients of the
     unsharded one, up to float rounding. Every other variable (embeddings,
-    norms, heads of the model, output biases) is replicated.
+    norms, task heads, output biases) is replicated.
 
     Layouts (`model` stands for `model_axis`):
 
