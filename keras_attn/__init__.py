@@ -14,6 +14,6 @@ __version__ = "0.1.0"
 # `keras-attn --help` answers without importing Keras; the command it then
 # runs imports what it needs.
 if os.environ.get("_KERAS_ATTN_DEFER_IMPORTS") != "1":
-    from keras_attn import initializers, layers, losses, metrics, models
+    from keras_attn import distribution, initializers, layers, losses, metrics, models
 
-__all__ = ["initializers", "layers", "losses", "metrics", "models", "__version__"]
+__all__ = ["distribution", "initializers", "layers", "losses", "metrics", "models", "__version__"]
