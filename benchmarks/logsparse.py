@@ -16,7 +16,9 @@ reports:
 - measured peak: the rise of the process's resident-memory high-water mark
   (`VmHWM` in `/proc/self/status`, reset through `/proc/self/clear_refs`
   just before the runs) over the resident memory before them: what the step
-  really touched, allocator overhead included (Linux only; glibc's mmap
+  really touched, allocator overhead included. TensorFlow pools the buffers
+  of a run, so its later runs never raise the mark; there it is measured
+  over the first call, XLA compilation included (Linux only; glibc's mmap
   threshold is pinned so that freed buffers are returned, not reused).
 - time: median wall time of the compiled step (a single run when one run
   takes over 10 s).
@@ -26,7 +28,7 @@ A configuration whose planned peak (JAX's plan, also for TensorFlow) exceeds
 exponents are least-squares slopes of log(memory) and log(time) against
 log(L). The results go to `--output` as JSON.
 
-    python benchmarks/logsparse.py [--lengths 512 2048 8192 65536] [--max-run-gib 10]
+    PYTHONPATH=. python benchmarks/logsparse.py [--lengths 512 2048 8192 65536] [--max-run-gib 10]
 """
 
 import argparse
@@ -70,12 +72,17 @@ def worker(args):
         print(json.dumps(report), flush=True)  # kept if the run below is killed
         if planned > args.max_run_gib * GIB:
             return
+        _reset_peak_rss()
+        before = _status_bytes("VmRSS")
+        seconds = _time_runs(step, args.repeats)
     else:
+        # TensorFlow keeps the buffers of a run pooled, so later runs do not
+        # raise the high-water mark: measure the first call (compile + run).
         step = _tensorflow_step(layer, forward, x)
-        step()  # compiles (and runs once)
-    _reset_peak_rss()
-    before = _status_bytes("VmRSS")
-    seconds = _time_runs(step, args.repeats)
+        _reset_peak_rss()
+        before = _status_bytes("VmRSS")
+        step()
+        seconds = _time_runs(step, args.repeats)
     measured = _status_bytes("VmHWM") - before
     print(json.dumps({**report, "ran": True, "rss_bytes": measured, "seconds": seconds}))
 
