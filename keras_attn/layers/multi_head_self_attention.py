@@ -47,8 +47,16 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             with `use_bias=True`, or `True` with `use_bias=False` (query,
             key and value without bias, as in T2T-ViT), sets it apart.
         attention_pattern: `"dense"` (every key), `"causal"` (keys up to the
-            query position) or an `AttentionPattern` instance, whose keys are
-            gathered so that no `(length, length)` tensor is built.
+            query position) or an `AttentionPattern` instance: no
+            `(length, length)` tensor is built. A pattern of fixed backward
+            offsets (`static_offsets`, such as LogSparse and causal windows)
+            is computed from shifted views of the keys and values, one logit
+            per offset, with no per-slot copy of them in the forward or the
+            backward pass; other patterns have their keys gathered. Without
+            attention scores and active dropout (and with
+            `value_dim == key_dim`), the dense patterns run through
+            `keras.ops.dot_product_attention`, which reaches fused (flash,
+            cuDNN) kernels on GPU.
         logit_scale: `"none"` or `"log_length"`.
         kernel_initializer: initializer of the four projection kernels.
         bias_initializer: initializer of the bias vectors.
