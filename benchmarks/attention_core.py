@@ -1,13 +1,17 @@
 """Forward+backward time of the attention core against Keras MultiHeadAttention.
 
 Both layers get the same shapes and the same weights, run under XLA
-(`tf.function(jit_compile=True)`), and are timed in the same process. Prints
-one row per sequence length with the ratio core / Keras (below 1: faster).
+(`tf.function(jit_compile=True)`), and are timed in the same process, the
+two steps alternating so that both see the same machine load. Prints one row
+per pattern and sequence length with the ratio core / Keras (below 1:
+faster) and writes them to `--output` as JSON. `"causal"` compares the core's
+causal pattern with `MultiHeadAttention(..., use_causal_mask=True)`.
 
     python benchmarks/attention_core.py [--lengths 128 256 512 1024 2048]
 """
 
 import argparse
+import json
 import os
 import time
 
@@ -19,6 +23,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_attn.layers import MultiHeadSelfAttention  # noqa: E402
+from keras_attn.utils import run_metadata  # noqa: E402
 
 
 def forward_backward(call, variables):
@@ -31,44 +36,72 @@ def forward_backward(call, variables):
     return step
 
 
-def seconds_per_step(step, x, repeats):
-    step(x)  # compile
-    times = []
+def seconds_per_step(steps, x, repeats):
+    """Median seconds of each step, the steps run in turn `repeats` times."""
+    for step in steps:
+        step(x)  # compile
+    times = [[] for _ in steps]
     for _ in range(repeats):
-        start = time.perf_counter()
-        tf.nest.map_structure(lambda t: t.numpy(), step(x))
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+        for step, record in zip(steps, times, strict=True):
+            start = time.perf_counter()
+            tf.nest.map_structure(lambda t: t.numpy(), step(x))
+            record.append(time.perf_counter() - start)
+    return [float(np.median(record)) for record in times]
 
 
 def main():
+    started_at = time.time()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024, 2048])
+    parser.add_argument(
+        "--patterns", nargs="+", choices=("dense", "causal"), default=["dense", "causal"]
+    )
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--output", default="results/benchmarks/attention_core.json")
     args = parser.parse_args()
     key_dim = args.dim // args.heads
     print(f"batch={args.batch} dim={args.dim} heads={args.heads}, XLA, median of {args.repeats}")
-    print(f"{'L':>6} {'keras MHA (ms)':>15} {'core (ms)':>10} {'core/keras':>11}")
-    for length in args.lengths:
-        x = tf.random.normal((args.batch, length, args.dim))
-        core = MultiHeadSelfAttention(args.heads, key_dim)
-        baseline = keras.layers.MultiHeadAttention(args.heads, key_dim)
-        core(x)
-        baseline(x, x)
-        baseline.set_weights(core.get_weights())
-        core_step = forward_backward(core, core.trainable_variables)
-        baseline_step = forward_backward(
-            lambda v, layer=baseline: layer(v, v), baseline.trainable_variables
-        )
-        core_time = seconds_per_step(core_step, x, args.repeats)
-        baseline_time = seconds_per_step(baseline_step, x, args.repeats)
-        print(
-            f"{length:>6} {baseline_time * 1e3:>15.2f} {core_time * 1e3:>10.2f} "
-            f"{core_time / baseline_time:>11.2f}"
-        )
+    print(f"{'pattern':>7} {'L':>6} {'keras MHA (ms)':>15} {'core (ms)':>10} {'core/keras':>11}")
+    rows = []
+    for pattern in args.patterns:
+        for length in args.lengths:
+            x = tf.random.normal((args.batch, length, args.dim))
+            core = MultiHeadSelfAttention(args.heads, key_dim, attention_pattern=pattern)
+            baseline = keras.layers.MultiHeadAttention(args.heads, key_dim)
+            core(x)
+            baseline(x, x)
+            baseline.set_weights(core.get_weights())
+            core_step = forward_backward(core, core.trainable_variables)
+            baseline_step = forward_backward(
+                lambda v, layer=baseline, c=pattern == "causal": layer(v, v, use_causal_mask=c),
+                baseline.trainable_variables,
+            )
+            baseline_time, core_time = seconds_per_step([baseline_step, core_step], x, args.repeats)
+            ratio = core_time / baseline_time
+            rows.append(
+                {
+                    "pattern": pattern,
+                    "length": length,
+                    "keras_seconds": baseline_time,
+                    "core_seconds": core_time,
+                    "ratio": ratio,
+                }
+            )
+            print(
+                f"{pattern:>7} {length:>6} {baseline_time * 1e3:>15.2f} {core_time * 1e3:>10.2f} "
+                f"{ratio:>11.2f}",
+                flush=True,
+            )
+    settings = {k: getattr(args, k) for k in ("batch", "dim", "heads", "repeats")}
+    os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
+    with open(args.output, "w") as f:
+        meta = run_metadata(started_at, "benchmark")
+        json.dump({"meta": meta, "results": {"settings": settings, "rows": rows}}, f, indent=1)
+        f.write("\n")
+    print(f"wrote {args.output}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,14 @@
 """Sparse attention patterns: which keys each query may attend to.
 
 A pattern lists, for every query position, a fixed number of key positions
-(`key_indices`). The attention core gathers only those keys, so a pattern with
-`K` keys per query costs `O(L * K)` memory instead of `O(L * L)`.
+(`key_indices`), so a pattern with `K` keys per query costs `O(L * K)` memory
+instead of `O(L * L)`. A pattern whose query `i` reads the keys `i - o` for a
+fixed list of offsets `o` (`static_offsets`) is computed from shifted views
+of the keys and values, one logit per offset, without copying them per slot;
+any other pattern has its keys gathered, `(batch, L, K, heads, key_dim)`.
 """
+
+import numbers
 
 import keras
 from keras import ops
@@ -30,6 +35,21 @@ class AttentionPattern:
             length: int or scalar integer tensor, the sequence length.
         """
         raise NotImplementedError(f"{type(self).__name__} must implement `key_indices(length)`.")
+
+    def static_offsets(self, length):
+        """The backward offsets of every slot, or `None`.
+
+        A pattern whose query `i` reads key `i - offsets[j]` in slot `j`
+        (the slot being unused where that is negative) returns its offsets
+        as a tuple of Python ints for a Python int `length`, and the core
+        then computes attention from shifted keys and values instead of
+        gathering them. `None` (the default, and for a length known only at
+        run time) makes the core gather `key_indices`.
+
+        Args:
+            length: int or scalar integer tensor, the sequence length.
+        """
+        return None
 
     def dense_mask(self, length):
         """The pattern as a dense boolean `(length, length)` mask.
@@ -76,6 +96,11 @@ class CausalWindowPattern(AttentionPattern):
         offsets = ops.arange(self.window - 1, -1, -1, dtype="int32")[None, :]
         keys = positions - offsets  # (length, window)
         return ops.maximum(keys, 0), keys >= 0
+
+    def static_offsets(self, length):
+        if not isinstance(length, numbers.Integral):
+            return None
+        return tuple(range(self.window - 1, -1, -1))
 
     def get_config(self):
         return {"window": self.window}

@@ -16,9 +16,13 @@ class LogSparseAttention(ConvolutionalSelfAttention):
 
     Each query attends to itself and to keys a power of two back (see
     `LogSparsePattern` for the `"pure"`, `"local"` and `"restart"`
-    variants). Only those keys are gathered, `(batch, length, K, heads,
-    key_dim)` with `K = O(log L)`, so memory grows as `O(L log L)` and no
-    `(length, length)` tensor is ever built. The output equals dense
+    variants). Every variant is a fixed list of `K = O(log L)` backward
+    offsets, so the logits are computed one offset at a time from shifted
+    views of the keys, and the context as a running sum over shifted views
+    of the values, with a custom gradient of the same form: no key or value
+    is copied per slot, memory grows as `O(L log L)` (the `(batch, heads,
+    length, K)` weights) plus `O(L)`, and no `(length, length)` tensor is
+    ever built. The output equals dense
     attention under the pattern's mask. `floor(log2 L) + 1` stacked layers
     connect every cell to its whole past.
 

@@ -84,6 +84,8 @@ class LogSparsePattern(AttentionPattern):
         Args:
             length: int or scalar integer tensor, the sequence length.
         """
+        if isinstance(length, numbers.Integral):
+            return ops.convert_to_tensor(self.static_offsets(length), "int32")
         if self.variant == "pure":
             return _with_powers_of_two(ops.zeros((1,), "int32"), length - 1)
         if self.variant == "local":
@@ -91,6 +93,21 @@ class LogSparsePattern(AttentionPattern):
             steps = _powers_of_two(_bit_length(length - self.local_window))
             return ops.concatenate([window, steps + (self.local_window - 1)])
         return self._restart_offsets(length)
+
+    def static_offsets(self, length):
+        """The offsets as a tuple of Python ints (`None` for a tensor length)."""
+        if not isinstance(length, numbers.Integral):
+            return None
+        length = int(length)
+        if self.variant == "pure":
+            return (0, *_python_powers_of_two(length - 1))
+        if self.variant == "local":
+            window = self.local_window
+            steps = _python_powers_of_two(length - window)
+            return (*range(window), *(window - 1 + step for step in steps))
+        size = self.subsequence_length
+        inside = (0, *_python_powers_of_two(size - 1))
+        return tuple(m * size + o for m in range(_ceil_div(length, size)) for o in inside)
 
     def _restart_offsets(self, length):
         size = self.subsequence_length
@@ -135,6 +152,11 @@ def _ceil_div(value, divisor):
     if isinstance(value, numbers.Integral):
         return -(-int(value) // divisor)
     return (value + divisor - 1) // divisor
+
+
+def _python_powers_of_two(largest):
+    """Every power of two `<= largest`, as Python ints."""
+    return tuple(2**j for j in range(_bit_length(largest)))
 
 
 def _powers_of_two(count):

@@ -47,8 +47,16 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             with `use_bias=True`, or `True` with `use_bias=False` (query,
             key and value without bias, as in T2T-ViT), sets it apart.
         attention_pattern: `"dense"` (every key), `"causal"` (keys up to the
-            query position) or an `AttentionPattern` instance, whose keys are
-            gathered so that no `(length, length)` tensor is built.
+            query position) or an `AttentionPattern` instance: no
+            `(length, length)` tensor is built. A pattern of fixed backward
+            offsets (`static_offsets`, such as LogSparse and causal windows)
+            is computed from shifted views of the keys and values, one logit
+            per offset, with no per-slot copy of them in the forward or the
+            backward pass; other patterns have their keys gathered. Without
+            attention scores and active dropout (and with
+            `value_dim == key_dim`), the dense patterns run through
+            `keras.ops.dot_product_attention`, which reaches fused (flash,
+            cuDNN) kernels on GPU.
         logit_scale: `"none"` or `"log_length"`.
         kernel_initializer: initializer of the four projection kernels.
         bias_initializer: initializer of the bias vectors.
@@ -252,7 +260,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             context, scores = self._sparse_attention(query, key, value, mask, training)
         else:
             context, scores = self._dense_attention(
-                query, key, value, mask, attention_mask, training
+                query, key, value, mask, attention_mask, training, return_attention_scores
             )
         if head_mask is not None:
             context = context * self._broadcast_head_mask(head_mask, context.dtype)
@@ -261,7 +269,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             return output, scores
         return output
 
-    def _dense_attention(self, query, key, value, mask, attention_mask, training):
+    def _dense_attention(self, query, key, value, mask, attention_mask, training, scores):
+        if self._can_fuse(query, value, training, scores):
+            return self._fused_attention(query, key, value, mask, attention_mask), None
         length = ops.shape(query)[1]
         # (batch, heads, length_q, length_k)
         logits = ops.einsum("bqhd,bkhd->bhqk", query, key)
@@ -277,7 +287,85 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         context = ops.einsum("bhqk,bkhd->bqhd", weights, value)  # (batch, length, heads, value_dim)
         return context, weights
 
+    def _can_fuse(self, query, value, training, scores):
+        """Whether `ops.dot_product_attention` (fused kernels) computes the step."""
+        dropout_active = self.dropout > 0 and bool(training)
+        return not (scores or dropout_active) and query.shape[-1] == value.shape[-1]
+
+    def _fused_attention(self, query, key, value, mask, attention_mask):
+        """Dense attention through `ops.dot_product_attention`.
+
+        Its softmax runs in float32 (the XLA paths cast the logits, the
+        cuDNN and flash kernels accumulate in float32); the log-length scale
+        is folded into the query, and rows with no allowed key are zeroed
+        (the kernel would give them uniform weights).
+        """
+        if self.logit_scale == "log_length":
+            query = query * ops.cast(self._log_length(ops.shape(query)[1], mask), query.dtype)
+        fused_mask = None
+        if mask is not None:
+            fused_mask = ops.cast(mask, "bool")[:, None, None, :]  # (batch, 1, 1, length)
+        if attention_mask is not None:
+            pair_mask = ops.cast(attention_mask, "bool")[:, None]  # (batch, 1, length, length)
+            fused_mask = pair_mask if fused_mask is None else ops.logical_and(pair_mask, fused_mask)
+        context = ops.dot_product_attention(
+            query,
+            key,
+            value,
+            mask=fused_mask,
+            scale=1.0,
+            is_causal=self.attention_pattern == "causal",
+        )  # (batch, length, heads, value_dim)
+        rows = self._rows_with_keys(mask, attention_mask)
+        if rows is None:
+            return context
+        return ops.where(rows[:, :, None, None], context, ops.zeros((), context.dtype))
+
+    def _rows_with_keys(self, mask, attention_mask):
+        """Boolean `(batch, length)` (or `(batch, 1)`): queries with a visible key."""
+        causal = self.attention_pattern == "causal"
+        if attention_mask is not None:
+            allowed = ops.cast(attention_mask, "bool")  # (batch, length, length)
+            if mask is not None:
+                allowed = ops.logical_and(allowed, ops.cast(mask, "bool")[:, None, :])
+            if causal:
+                positions = ops.arange(ops.shape(allowed)[-1])
+                allowed = ops.logical_and(allowed, positions[:, None] >= positions[None, :])
+            return ops.any(allowed, axis=-1)
+        if mask is None:
+            return None  # every query sees itself, or every key
+        if causal:
+            return ops.cumsum(ops.cast(mask, "int32"), axis=1) > 0  # (batch, length)
+        return ops.any(ops.cast(mask, "bool"), axis=1, keepdims=True)  # (batch, 1)
+
     def _sparse_attention(self, query, key, value, mask, training):
+        length = ops.shape(query)[1]
+        offsets = self.attention_pattern.static_offsets(length)
+        if offsets is None:
+            return self._gathered_attention(query, key, value, mask, training)
+        return self._shifted_attention(query, key, value, mask, training, offsets)
+
+    def _shifted_attention(self, query, key, value, mask, training, offsets):
+        """Attention over keys `i - offset`, from shifted views of keys and values.
+
+        One logit per offset and a running sum over offsets for the context:
+        no key- or value-sized tensor is copied per slot, so the step keeps
+        `O(L * K)` logits and `O(L * heads * head_dim)` activations.
+        """
+        length = query.shape[1]
+        logits = _offset_logits(query, key, offsets)  # (batch, length, heads, K)
+        logits = ops.transpose(logits, (0, 2, 1, 3))  # (batch, heads, length, K)
+        indices, valid = self.attention_pattern.key_indices(length)  # (length, K) each
+        allowed = ops.cast(valid, "bool")[None, None]  # (1, 1, length, K)
+        if mask is not None:
+            key_mask = ops.take(ops.cast(mask, "bool"), indices, axis=1)  # (batch, length, K)
+            allowed = ops.logical_and(allowed, key_mask[:, None])  # (batch, 1, length, K)
+        weights = self._masked_softmax(logits, allowed, mask, training)  # (batch, heads, length, K)
+        slot_weights = ops.transpose(weights, (0, 2, 1, 3))  # (batch, length, heads, K)
+        context = _offset_context(slot_weights, value, offsets)  # (batch, length, heads, value_dim)
+        return context, weights
+
+    def _gathered_attention(self, query, key, value, mask, training):
         length = ops.shape(query)[1]
         indices, valid = self.attention_pattern.key_indices(length)  # (length, K) each
         gathered_keys = ops.take(key, indices, axis=1)  # (batch, length, K, heads, key_dim)
@@ -296,7 +384,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def _masked_softmax(self, logits, allowed, mask, training):
         logits = ops.cast(logits, "float32")
         if self.logit_scale == "log_length":
-            logits = logits * self._log_length(logits, mask)
+            logits = logits * self._log_length(ops.shape(logits)[2], mask)
         logits = ops.where(allowed, logits, MASKED_LOGIT)
         weights = ops.softmax(logits, axis=-1)
         # A row with no allowed key gets zero weights instead of a uniform leak.
@@ -304,11 +392,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         weights = ops.cast(weights, self.compute_dtype)
         return self._dropout_layer(weights, training=training)
 
-    def _log_length(self, logits, mask):
+    def _log_length(self, length, mask):
         """`log n` per example, `(batch, 1, 1, 1)`, n = unmasked positions."""
         if mask is None:
-            length = ops.cast(ops.shape(logits)[2], "float32")
-            return ops.reshape(ops.log(length), (1, 1, 1, 1))
+            return ops.reshape(ops.log(ops.cast(length, "float32")), (1, 1, 1, 1))
         lengths = ops.sum(ops.cast(mask, "float32"), axis=-1)  # (batch,)
         return ops.reshape(ops.log(ops.maximum(lengths, 1.0)), (-1, 1, 1, 1))
 
@@ -354,3 +441,108 @@ def _fresh_copy(initializer):
 def _check_positive_int(name, value):
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+
+
+def _slots(offsets, length):
+    """Slot numbers and offsets of the slots that reach a key (`offset < length`)."""
+    used = [(slot, offset) for slot, offset in enumerate(offsets) if offset < length]
+    slots = ops.convert_to_tensor([slot for slot, _ in used], "int32")
+    return slots, ops.convert_to_tensor([offset for _, offset in used], "int32"), len(used)
+
+
+def _padded(x, before, after):
+    """`x` with `before` and `after` zero steps around axis 1."""
+    parts = [x]
+    if before:
+        parts.insert(0, ops.zeros((ops.shape(x)[0], before, *x.shape[2:]), x.dtype))
+    if after:
+        parts.append(ops.zeros((ops.shape(x)[0], after, *x.shape[2:]), x.dtype))
+    return ops.concatenate(parts, axis=1) if len(parts) > 1 else x
+
+
+def _window(padded, start, like):
+    """`padded[:, start : start + length]` for a tensor `start`, shaped like `like`."""
+    return ops.slice(padded, (0, start, 0, 0), ops.shape(like))
+
+
+# The three sums over offsets below run as loops (one shifted view alive at
+# a time): written as unrolled Python loops, XLA materializes every shifted
+# view, K copies of the keys and values.
+
+
+def _offset_dots(a, b, offsets):
+    """`a[:, i] . b[:, i - offset]` per head and offset, `(batch, length, heads, K)`."""
+    length = a.shape[1]
+    slots, shifts, count = _slots(offsets, length)
+    back = max(offsets[:count] if count else [0])
+    padded = _padded(b, back, 0)  # (batch, back + length, heads, dim)
+    slot_ids = ops.arange(len(offsets), dtype="int32")  # (K,)
+
+    def body(n, logits):
+        view = _window(padded, back - shifts[n], b)  # b[:, i - offset]
+        dots = ops.sum(a * view, axis=-1, keepdims=True)  # (batch, length, heads, 1)
+        return ops.where(slot_ids == slots[n], dots, logits)
+
+    logits = ops.zeros((*ops.shape(a)[:3], len(offsets)), a.dtype)
+    return ops.fori_loop(0, count, body, logits)
+
+
+def _offset_mix(weights, b, offsets):
+    """`sum_j weights[:, i, :, j] * b[:, i - offsets[j]]`, `(batch, length, heads, dim)`."""
+    slots, shifts, count = _slots(offsets, b.shape[1])
+    back = max(offsets[:count] if count else [0])
+    padded = _padded(b, back, 0)  # (batch, back + length, heads, dim)
+
+    def body(n, total):
+        slot_weights = ops.take(weights, slots[n], axis=-1)[..., None]  # (batch, length, heads, 1)
+        return total + slot_weights * _window(padded, back - shifts[n], b)
+
+    return ops.fori_loop(0, count, body, ops.zeros_like(b))
+
+
+def _offset_scatter(weights, a, offsets):
+    """The transpose of `_offset_mix` in `b`: `sum_j (weights_j * a)[:, i + offsets[j]]`."""
+    slots, shifts, count = _slots(offsets, a.shape[1])
+    ahead = max(offsets[:count] if count else [0])
+
+    def body(n, total):
+        slot_weights = ops.take(weights, slots[n], axis=-1)[..., None]  # (batch, length, heads, 1)
+        product = _padded(slot_weights * a, 0, ahead)  # (batch, length + ahead, heads, dim)
+        return total + _window(product, shifts[n], a)
+
+    return ops.fori_loop(0, count, body, ops.zeros_like(a))
+
+
+def _offset_logits(query, key, offsets):
+    """`_offset_dots(query, key)` with a gradient that keeps no shifted copy.
+
+    The gradients are themselves sums over offsets of shifted views
+    (`dq = mix(g, key)`, `dk = scatter(g, query)`), so the backward pass,
+    like the forward one, holds one key-sized accumulator at a time.
+    """
+
+    @ops.custom_gradient
+    def logits(query, key):
+        def grad(*args, upstream=None):
+            upstream = args[0] if upstream is None else upstream
+            return _offset_mix(upstream, key, offsets), _offset_scatter(upstream, query, offsets)
+
+        return _offset_dots(query, key, offsets), grad
+
+    return logits(query, key)
+
+
+def _offset_context(weights, value, offsets):
+    """`_offset_mix(weights, value)` with a gradient that keeps no shifted copy."""
+
+    @ops.custom_gradient
+    def context(weights, value):
+        def grad(*args, upstream=None):
+            upstream = args[0] if upstream is None else upstream
+            return _offset_dots(upstream, value, offsets), _offset_scatter(
+                weights, upstream, offsets
+            )
+
+        return _offset_mix(weights, value, offsets), grad
+
+    return context(weights, value)

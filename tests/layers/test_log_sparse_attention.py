@@ -3,12 +3,15 @@ import numpy as np
 import pytest
 
 from keras_attn.layers import (
+    CausalWindowPattern,
     ConvolutionalSelfAttention,
     LogSparseAttention,
     LogSparsePattern,
     MultiHeadSelfAttention,
 )
+from keras_attn.layers.attention_pattern import AttentionPattern
 from keras_attn.testing import LayerChecks
+from keras_attn.testing.gradients import output_and_gradients
 from keras_attn.testing.reference import self_attention_reference
 
 pytestmark = pytest.mark.backend_agnostic
@@ -324,3 +327,89 @@ def test_symbolic_call_with_scores_gives_the_key_slot_count():
     dense = ConvolutionalSelfAttention(num_heads=2, key_dim=4, kernel_size=2, output_dim=6)
     output, scores = dense(keras.Input(shape=(None, 8)), return_attention_scores=True)
     assert output.shape == (None, None, 6) and scores.shape == (None, 2, None, None)
+
+
+OFFSET_PATTERNS = {
+    "pure": LogSparsePattern("pure"),
+    "local_1": LogSparsePattern("local", local_window=1),
+    "local_5": LogSparsePattern("local", local_window=5),
+    "restart_2": LogSparsePattern("restart", subsequence_length=2),
+    "restart_24": LogSparsePattern("restart", subsequence_length=24),
+    "window_3": CausalWindowPattern(window=3),
+}
+
+
+class _Gathered(AttentionPattern):
+    """The same key slots without offsets: the core gathers them."""
+
+    def __init__(self, pattern):
+        self.pattern = pattern
+
+    def key_indices(self, length):
+        return self.pattern.key_indices(length)
+
+
+@pytest.mark.parametrize("name", sorted(OFFSET_PATTERNS))
+def test_static_offsets_give_the_key_indices(name):
+    pattern = OFFSET_PATTERNS[name]
+    for length in (1, 2, 3, 7, 24, 25, 64, 100):
+        offsets = np.asarray(pattern.static_offsets(length))
+        indices, valid = (_numpy(t) for t in pattern.key_indices(length))
+        keys = np.arange(length)[:, None] - offsets[None, :]
+        np.testing.assert_array_equal(valid, keys >= 0)
+        np.testing.assert_array_equal(indices[valid], keys[keys >= 0])
+    assert pattern.static_offsets(keras.ops.convert_to_tensor(8)) is None
+
+
+@pytest.mark.parametrize("name", sorted(OFFSET_PATTERNS))
+def test_shifted_attention_equals_gathered_attention_with_gradients(name):
+    """The offset path (shifted views, custom gradient) against the gathered keys."""
+    x = np.random.default_rng(0).normal(size=(2, 37, 8)).astype("float32")
+    mask = np.ones((2, 37), bool)
+    mask[0, :5] = False  # the first rows of example 0 see no key at all
+    mask[1, 10:20] = False
+    shifted = MultiHeadSelfAttention(2, 4, attention_pattern=OFFSET_PATTERNS[name])
+    gathered = MultiHeadSelfAttention(2, 4, attention_pattern=_Gathered(OFFSET_PATTERNS[name]))
+    shifted(x)
+    gathered(x)
+    gathered.set_weights(shifted.get_weights())
+    output, grads = output_and_gradients(shifted, x, mask=mask)
+    expected, expected_grads = output_and_gradients(gathered, x, mask=mask)
+    np.testing.assert_allclose(output, expected, atol=1e-5)
+    bias = _numpy(shifted.output_dense.bias)  # rows with no key: zero context
+    np.testing.assert_array_equal(output[0, :5], np.broadcast_to(bias, output[0, :5].shape))
+    for grad, expected_grad in zip(grads, expected_grads, strict=True):
+        np.testing.assert_allclose(grad, expected_grad, atol=1e-5)
+    _, shifted_scores = shifted(x, mask=mask, return_attention_scores=True)
+    _, gathered_scores = gathered(x, mask=mask, return_attention_scores=True)
+    np.testing.assert_allclose(_numpy(shifted_scores), _numpy(gathered_scores), atol=1e-6)
+
+
+def _planned_temp_bytes(pattern, length):
+    import jax
+    import jax.numpy as jnp
+
+    layer = MultiHeadSelfAttention(4, 16, attention_pattern=pattern)
+    x = jnp.ones((1, length, 64))
+    layer(x[:, :8])
+    weights = [v.value for v in layer.trainable_variables]
+
+    def loss(weights, x):
+        return jnp.sum(jnp.square(layer.stateless_call(weights, [], x)[0]))
+
+    compiled = jax.jit(jax.grad(loss)).lower(weights, x).compile()
+    return compiled.memory_analysis().temp_size_in_bytes
+
+
+def test_training_step_keeps_no_per_slot_copy_of_keys_or_values():
+    """XLA's plan for a LogSparse training step holds a few key-sized tensors, not K of them.
+
+    The gathered computation (K = 11 keys per query here) plans about 60 key-sized
+    tensors and an unrolled loop over shifted copies about 36; the offset path about 15.
+    """
+    if keras.backend.backend() != "jax":
+        pytest.skip("Reads JAX's compiled memory analysis.")
+    length = 1024
+    key_sized = length * 4 * 16 * 4  # bytes of one (1, length, heads, head_dim) float32 tensor
+    assert _planned_temp_bytes(LogSparsePattern("pure"), length) < 24 * key_sized
+    assert _planned_temp_bytes(_Gathered(LogSparsePattern("pure")), length) > 24 * key_sized

@@ -4,6 +4,7 @@ import pytest
 
 from keras_attn.layers import CausalWindowPattern, MultiHeadSelfAttention
 from keras_attn.testing import LayerChecks
+from keras_attn.testing.gradients import output_and_gradients
 from keras_attn.testing.reference import self_attention_reference
 
 pytestmark = pytest.mark.backend_agnostic
@@ -217,3 +218,97 @@ def test_output_use_bias_sets_the_output_bias_apart(use_bias, output_use_bias, b
     np.testing.assert_allclose(layer(x), self_attention_reference(x, layer)[0], atol=1e-5)
     clone = MultiHeadSelfAttention.from_config(layer.get_config())
     assert clone.output_use_bias is biased[3]
+
+
+def _counting_fused_calls(monkeypatch):
+    calls = []
+    fused = keras.ops.dot_product_attention
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("is_causal"))
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(keras.ops, "dot_product_attention", counted)
+    return calls
+
+
+@pytest.mark.parametrize("pattern", ["dense", "causal"])
+@pytest.mark.parametrize("logit_scale", ["none", "log_length"])
+def test_fused_path_equals_the_masked_softmax_computation(pattern, logit_scale, monkeypatch):
+    """Without scores the core calls `ops.dot_product_attention`, with the same result.
+
+    Padding leaves rows with no visible key (all of example 0 when dense, its
+    first two rows when causal): they must give zero context, not the kernel's
+    uniform average.
+    """
+    calls = _counting_fused_calls(monkeypatch)
+    layer = MultiHeadSelfAttention(2, 4, attention_pattern=pattern, logit_scale=logit_scale)
+    x = _inputs()
+    mask = np.ones((2, 7), bool)
+    mask[0] = [False, False, True, True, False, True, True] if pattern == "causal" else False
+    mask[1, 5:] = False
+    layer(x)
+    calls.clear()
+    output = keras.ops.convert_to_numpy(layer(x, mask=mask))
+    assert calls == [pattern == "causal"]
+    expected = keras.ops.convert_to_numpy(layer(x, mask=mask, return_attention_scores=True)[0])
+    assert len(calls) == 1  # the scores come from the explicit computation
+    np.testing.assert_allclose(output, expected, atol=1e-5)
+    empty = slice(0, 2) if pattern == "causal" else slice(None)
+    bias = keras.ops.convert_to_numpy(layer.output_dense.bias)
+    np.testing.assert_allclose(output[0, empty], np.broadcast_to(bias, output[0, empty].shape))
+    allowed = mask[:, None, None, :]
+    if pattern == "causal":
+        allowed = allowed & np.tri(7, dtype=bool)
+    scale = None
+    if logit_scale == "log_length":
+        scale = np.log(np.maximum(mask.sum(-1), 1)).reshape(2, 1, 1, 1)
+    reference = self_attention_reference(x, layer, allowed, logit_scale=scale)[0]
+    np.testing.assert_allclose(output, reference, atol=1e-5)
+
+
+def test_fused_path_gradients_equal_the_explicit_path():
+    x = _inputs()
+    mask = np.ones((2, 7), bool)
+    mask[0, :3] = False
+    fused = MultiHeadSelfAttention(2, 4, attention_pattern="causal")
+    explicit = MultiHeadSelfAttention(2, 4, attention_pattern="causal", value_dim=4)
+    fused(x)
+    explicit(x)
+    explicit.set_weights(fused.get_weights())
+    explicit._can_fuse = lambda *args: False  # the masked float32 softmax path
+    output, grads = output_and_gradients(fused, x, mask=mask)
+    expected, expected_grads = output_and_gradients(explicit, x, mask=mask)
+    np.testing.assert_allclose(output, expected, atol=1e-5)
+    for grad, expected_grad in zip(grads, expected_grads, strict=True):
+        np.testing.assert_allclose(grad, expected_grad, atol=1e-5)
+
+
+def test_fused_path_with_attention_mask_and_its_fallbacks(monkeypatch):
+    calls = _counting_fused_calls(monkeypatch)
+    x = _inputs()
+    attention_mask = np.random.default_rng(2).random((2, 7, 7)) > 0.5
+    attention_mask[0, 3] = False  # a row with no key
+    layer = MultiHeadSelfAttention(2, 4)
+    layer(x)
+    calls.clear()
+    output = keras.ops.convert_to_numpy(layer(x, attention_mask=attention_mask))
+    reference = self_attention_reference(x, layer, attention_mask[:, None])[0]
+    np.testing.assert_allclose(output, reference, atol=1e-5)
+    assert len(calls) == 1
+    # Dropout in training, or value_dim != key_dim, keep the explicit path.
+    MultiHeadSelfAttention(2, 4, dropout=0.5)(x, training=True)
+    MultiHeadSelfAttention(2, 4, value_dim=3)(x)
+    assert len(calls) == 1
+
+
+def test_fused_path_under_mixed_precision_matches_the_float32_softmax_path():
+    """Under mixed precision the fused path agrees with the explicit float32 softmax."""
+    layer = MultiHeadSelfAttention(2, 4, attention_pattern="causal", dtype="mixed_float16")
+    x = _inputs() * 4.0  # sharp attention
+    fused = keras.ops.convert_to_numpy(layer(x))
+    explicit = keras.ops.convert_to_numpy(layer(x, return_attention_scores=True)[0])
+    assert fused.dtype == np.float16
+    np.testing.assert_allclose(
+        fused.astype("float32"), explicit.astype("float32"), atol=2e-2, rtol=1e-2
+    )
