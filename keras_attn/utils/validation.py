@@ -10,6 +10,7 @@ only: an axis unknown when tracing is not checked.
 import math
 import numbers
 
+import keras
 import numpy as np
 
 
@@ -112,6 +113,17 @@ def check_input_dim(name, tensor, built_dim):
             f"`{name}` must have last dimension {built_dim}, the size the layer was built "
             f"for. Received: {name}.shape={tuple(tensor.shape)}"
         )
+
+
+def feature_spec(input_shape, any_rank=False):
+    """An `InputSpec` that fixes the last axis (and the rank unless `any_rank`).
+
+    Set in `build`, it makes Keras raise a `ValueError` naming the layer and
+    both shapes when a built layer receives another feature size, instead of
+    a backend error deep in a matrix product.
+    """
+    rank = {"min_ndim": 1} if any_rank else {"ndim": len(input_shape)}
+    return keras.InputSpec(axes={-1: input_shape[-1]}, **rank)
 
 
 def static_size(value):
