@@ -15,4 +15,5 @@ run() {
 }
 
 run tensorflow "$@" || exit $?
-run jax -m "backend_agnostic and not slow" -p no:nbmake tests "$@" || exit $?
+run jax -m "backend_agnostic and not slow" tests "$@" || exit $?
+run torch -m "backend_agnostic and not slow" tests "$@" || exit $?

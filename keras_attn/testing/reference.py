@@ -49,3 +49,18 @@ def self_attention_reference(x, layer, allowed=None, head_mask=None, logit_scale
         context = context * head_mask.reshape(-1, 1, wq.shape[1], 1)
     output = np.einsum("bqhd,hdc->bqc", context, wo) + biases[3]  # (batch, length, out_dim)
     return output, weights
+
+
+def attention_num_params(dim, num_heads, key_dim, output_dim=None, kernel_size=1, use_bias=True):
+    """Scalars in a `MultiHeadSelfAttention` (or convolutional) layer's weights.
+
+    Query and key kernels `(kernel_size, dim, heads, key_dim)`, value kernel
+    `(dim, heads, key_dim)`, output kernel `(heads, key_dim, output_dim)`,
+    each with a bias of its output shape when `use_bias`.
+    """
+    output_dim = output_dim or dim
+    width = num_heads * key_dim
+    query_key = 2 * (kernel_size * dim * width + use_bias * width)
+    value = dim * width + use_bias * width
+    output = width * output_dim + use_bias * output_dim
+    return query_key + value + output

@@ -132,4 +132,5 @@ def static_size(value):
 
 
 def _describe(expected):
-    return "(" + ", ".join("?" if e is None else str(int(e)) for e in expected) + ")"
+    sizes = ", ".join("?" if e is None else str(int(e)) for e in expected)
+    return f"({sizes},)" if len(expected) == 1 else f"({sizes})"
