@@ -100,19 +100,12 @@ def check_shape(name, tensor, *expected):
 
 
 def _matches(shape, expected):
+    # Only static sizes are compared: an axis unknown when tracing (`None`,
+    # a symbolic JAX dimension) matches anything.
     return len(shape) == len(expected) and all(
-        e is None or s is None or int(s) == int(e) for s, e in zip(shape, expected, strict=True)
+        static_size(s) is None or static_size(e) is None or int(s) == int(e)
+        for s, e in zip(shape, expected, strict=True)
     )
-
-
-def check_input_dim(name, tensor, built_dim):
-    """Raises if a built layer receives a last dimension other than `built_dim`."""
-    dim = tensor.shape[-1]
-    if built_dim is not None and dim is not None and int(dim) != int(built_dim):
-        raise ValueError(
-            f"`{name}` must have last dimension {built_dim}, the size the layer was built "
-            f"for. Received: {name}.shape={tuple(tensor.shape)}"
-        )
 
 
 def feature_spec(input_shape, any_rank=False):
