@@ -1,6 +1,7 @@
 """Numpy references that layer tests compare against."""
 
 import numpy as np
+from keras import ops
 
 
 def softmax(logits, axis=-1):
@@ -25,13 +26,14 @@ def self_attention_reference(x, layer, allowed=None, head_mask=None, logit_scale
         `(batch, heads, length, length)`.
     """
     wq, wk, wv, wo = (
-        np.asarray(d.kernel)
+        _numpy(d.kernel)
         for d in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense)
     )
     biases = [
-        np.asarray(d.bias) if d.bias is not None else 0.0
+        _numpy(d.bias) if d.bias is not None else 0.0
         for d in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense)
     ]
+    x = _numpy(x)
     q = np.einsum("blc,chd->blhd", x, wq) + biases[0]  # (batch, length, heads, key_dim)
     k = np.einsum("blc,chd->blhd", x, wk) + biases[1]  # (batch, length, heads, key_dim)
     v = np.einsum("blc,chd->blhd", x, wv) + biases[2]  # (batch, length, heads, value_dim)
@@ -64,3 +66,7 @@ def attention_num_params(dim, num_heads, key_dim, output_dim=None, kernel_size=1
     value = dim * width + use_bias * width
     output = width * output_dim + use_bias * output_dim
     return query_key + value + output
+
+
+def _numpy(value):
+    return ops.convert_to_numpy(value)
