@@ -221,7 +221,9 @@ class LayerChecks:
         model.save(path)
         np.savez(tmp_path / "inputs.npz", **{f"input_{i}": x for i, x in enumerate(data)})
         outputs = tmp_path / "outputs.npz"
-        env = {**os.environ, "KERAS_BACKEND": keras.backend.backend()}
+        # The fresh process imports the same keras_attn as this one.
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+        env = {**os.environ, "KERAS_BACKEND": keras.backend.backend(), "PYTHONPATH": package_root}
         result = subprocess.run(
             [sys.executable, "-c", RELOAD_SCRIPT, path, str(tmp_path / "inputs.npz"), outputs],
             capture_output=True,
