@@ -13,6 +13,8 @@ import numbers
 import keras
 from keras import ops
 
+from keras_attn.utils.validation import check_int
+
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class AttentionPattern:
@@ -87,9 +89,7 @@ class CausalWindowPattern(AttentionPattern):
     """
 
     def __init__(self, window):
-        if not isinstance(window, int) or isinstance(window, bool) or window < 1:
-            raise ValueError(f"`window` must be an integer >= 1. Received: window={window!r}")
-        self.window = window
+        self.window = check_int("window", window)
 
     def key_indices(self, length):
         positions = ops.arange(length, dtype="int32")[:, None]

@@ -9,6 +9,12 @@ any length.
 import keras
 from keras import ops
 
+from keras_attn.utils.validation import (
+    check_bool,
+    check_choice,
+    check_int,
+)
+
 TASKS = ("parity", "first")
 NUM_SYMBOLS = 3  # bit 0, bit 1 and the CLS symbol.
 CLS_TOKEN = 2
@@ -58,18 +64,12 @@ class BitStringFeatures(keras.layers.Layer):
 
     def __init__(self, task, width, include_tokens=True, mirrored=False, **kwargs):
         super().__init__(**kwargs)
-        if task not in TASKS:
-            raise ValueError(f"`task` must be one of {TASKS}. Received: task={task!r}")
-        needed = POSITION_FEATURES[task] + (NUM_SYMBOLS if include_tokens else 0)
-        if not isinstance(width, int) or isinstance(width, bool) or width < needed:
-            raise ValueError(
-                f"`width` must be an integer of at least {needed} for task={task!r} "
-                f"and include_tokens={include_tokens}. Received: width={width!r}"
-            )
-        self.task = task
-        self.width = width
-        self.include_tokens = include_tokens
-        self.mirrored = mirrored
+        self.task = check_choice("task", task, TASKS)
+        self.include_tokens = check_bool("include_tokens", include_tokens)
+        self.mirrored = check_bool("mirrored", mirrored)
+        # The one-hot symbols (if included) and the task's positional features must fit.
+        needed = POSITION_FEATURES[task] + (NUM_SYMBOLS if self.include_tokens else 0)
+        self.width = check_int("width", width, minimum=needed)
 
     def call(self, inputs):
         tokens = ops.cast(inputs, "int32")

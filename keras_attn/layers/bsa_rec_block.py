@@ -11,6 +11,15 @@ import keras
 
 from keras_attn.layers.fourier_filter import FourierFilter
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
+from keras_attn.utils.validation import (
+    check_float,
+    check_int,
+    check_optional_int,
+    check_positive,
+    check_rate,
+    check_shape,
+    feature_spec,
+)
 
 DEFAULT_KERNEL_INITIALIZER = {"class_name": "RandomNormal", "config": {"stddev": 0.02}}
 
@@ -94,27 +103,18 @@ class BSARecBlock(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive_int("num_heads", num_heads)
-        _check_positive_int("cutoff", cutoff)
-        if intermediate_dim is not None:
-            _check_positive_int("intermediate_dim", intermediate_dim)
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1:
-            raise ValueError(f"`alpha` must be a number in [0, 1]. Received: alpha={alpha!r}")
-        for name, value in (("dropout", dropout), ("attention_dropout", attention_dropout)):
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"`{name}` must be in [0, 1). Received: {name}={value}")
-        self.num_heads = num_heads
-        self.alpha = float(alpha)
-        self.cutoff = cutoff
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.layer_norm_epsilon = layer_norm_epsilon
+        self.num_heads = check_int("num_heads", num_heads)
+        self.alpha = check_float("alpha", alpha, 0.0, 1.0)
+        self.cutoff = check_int("cutoff", cutoff)
+        self.intermediate_dim = check_optional_int("intermediate_dim", intermediate_dim)
+        self.dropout = check_rate("dropout", dropout)
+        self.attention_dropout = check_rate("attention_dropout", attention_dropout)
+        self.layer_norm_epsilon = check_positive("layer_norm_epsilon", layer_norm_epsilon)
         self.activation = keras.activations.get(activation)
         self.kernel_initializer = keras.initializers.get(
             kernel_initializer or DEFAULT_KERNEL_INITIALIZER
         )
-        self.seed = seed
+        self.seed = check_optional_int("seed", seed, minimum=0)
         self.supports_masking = True
 
     @property
@@ -126,6 +126,7 @@ class BSARecBlock(keras.layers.Layer):
         return self.alpha < 1.0
 
     def build(self, input_shape):
+        self.input_spec = feature_spec(input_shape)
         dim = input_shape[-1]
         if dim < self.num_heads:
             raise ValueError(
@@ -187,6 +188,7 @@ class BSARecBlock(keras.layers.Layer):
         return dense
 
     def call(self, inputs, mask=None, training=None):
+        check_shape("mask", mask, (inputs.shape[0], inputs.shape[1]))
         mixed = 0.0
         if self.uses_filter:
             mixed = self.alpha * self.fourier_filter(inputs, training=training)
@@ -220,8 +222,3 @@ class BSARecBlock(keras.layers.Layer):
             }
         )
         return config
-
-
-def _check_positive_int(name, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")

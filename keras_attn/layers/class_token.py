@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_attn.utils.validation import feature_spec
+
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class ClassToken(keras.layers.Layer):
@@ -29,6 +31,7 @@ class ClassToken(keras.layers.Layer):
         self.initializer = keras.initializers.get(initializer)
 
     def build(self, input_shape):
+        self.input_spec = feature_spec(input_shape)
         self.token = self.add_weight(
             name="token", shape=(input_shape[-1],), initializer=self.initializer
         )

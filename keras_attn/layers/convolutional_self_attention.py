@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
+from keras_attn.utils.validation import check_int
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -64,10 +65,7 @@ class ConvolutionalSelfAttention(MultiHeadSelfAttention):
     """
 
     def __init__(self, num_heads, key_dim, kernel_size=1, attention_pattern="causal", **kwargs):
-        if not isinstance(kernel_size, int) or isinstance(kernel_size, bool) or kernel_size < 1:
-            raise ValueError(
-                f"`kernel_size` must be a positive integer. Received: kernel_size={kernel_size!r}"
-            )
+        kernel_size = check_int("kernel_size", kernel_size)
         super().__init__(num_heads, key_dim, attention_pattern=attention_pattern, **kwargs)
         self.kernel_size = kernel_size
 
@@ -81,20 +79,6 @@ class ConvolutionalSelfAttention(MultiHeadSelfAttention):
             use_bias=self.use_bias,
             **self.projection_kwargs(name),
         )
-
-    def compute_output_spec(self, inputs, return_attention_scores=False, **kwargs):
-        # Written out rather than traced: with an unknown length, JAX traces
-        # a symbolic length, of which a LogSparse pattern cannot take log2.
-        batch, length = inputs.shape[0], inputs.shape[1]
-        output_dim = self.output_dim or inputs.shape[-1]
-        output = keras.KerasTensor((batch, length, output_dim), dtype=self.compute_dtype)
-        if not return_attention_scores:
-            return output
-        keys = length
-        if self.is_sparse and length is not None:
-            keys = ops.shape(self.attention_pattern.key_indices(length)[0])[1]
-        scores = keras.KerasTensor((batch, self.num_heads, length, keys), dtype=self.compute_dtype)
-        return output, scores
 
     def get_config(self):
         config = super().get_config()

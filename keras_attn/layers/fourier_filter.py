@@ -7,8 +7,19 @@ weight rescales the high frequencies before a residual connection and
 LayerNorm.
 """
 
+import math
+
 import keras
 from keras import ops
+
+from keras_attn.utils.validation import (
+    check_int,
+    check_optional_int,
+    check_positive,
+    check_rate,
+    check_shape,
+    static_size,
+)
 
 DEFAULT_SQRT_BETA_INITIALIZER = {"class_name": "RandomNormal", "config": {"stddev": 1.0}}
 
@@ -27,9 +38,11 @@ class FourierFilter(keras.layers.Layer):
     4. `output = LayerNorm(dropout(filtered) + x)`.
 
     The paper uses `norm="ortho"` for both transforms. Filtering is linear,
-    so the normalisation cancels between `rfft` and `irfft`: `keras.ops`'
-    unnormalised pair gives exactly the same `low`. The FFTs run in float32
-    also under mixed precision.
+    so the normalisation cancels between `rfft` and `irfft`. Only the kept
+    bins are needed, so the layer computes them as a direct transform,
+    `O(length * kept bins)` per channel, in float32 also under mixed
+    precision; this needs no static length, so the layer also exports with
+    a length known only at serving time.
 
     Like the official code, the filter mixes every position, padded ones
     included, and sees the whole sequence (it is not causal): a model must
@@ -77,22 +90,14 @@ class FourierFilter(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not isinstance(cutoff, int) or isinstance(cutoff, bool) or cutoff < 1:
-            raise ValueError(f"`cutoff` must be a positive integer. Received: cutoff={cutoff!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
-        if not layer_norm_epsilon > 0.0:
-            raise ValueError(
-                f"`layer_norm_epsilon` must be positive. "
-                f"Received: layer_norm_epsilon={layer_norm_epsilon}"
-            )
-        self.cutoff = cutoff
-        self.dropout = dropout
-        self.layer_norm_epsilon = layer_norm_epsilon
+        self.cutoff = check_int("cutoff", cutoff)
+        self.dropout = check_rate("dropout", dropout)
+        self.layer_norm_epsilon = check_positive("layer_norm_epsilon", layer_norm_epsilon)
         self.sqrt_beta_initializer = keras.initializers.get(
             sqrt_beta_initializer or DEFAULT_SQRT_BETA_INITIALIZER
         )
-        self.seed = seed
+        self.seed = check_optional_int("seed", seed, minimum=0)
+        self._input_dim = None
         self.supports_masking = True
 
     @property
@@ -106,6 +111,7 @@ class FourierFilter(keras.layers.Layer):
                 "`inputs` must have rank 3, (batch, length, dim). "
                 f"Received: input_shape={input_shape}"
             )
+        self._input_dim = input_shape[-1]
         self.sqrt_beta = self.add_weight(
             name="sqrt_beta", shape=(input_shape[-1],), initializer=self.sqrt_beta_initializer
         )
@@ -128,14 +134,34 @@ class FourierFilter(keras.layers.Layer):
             along the sequence axis.
         """
         length = ops.shape(inputs)[1]
-        signals = ops.transpose(ops.cast(inputs, "float32"), (0, 2, 1))  # (batch, dim, length)
-        real, imag = ops.rfft(signals)  # each (batch, dim, length // 2 + 1)
-        bins = ops.arange(ops.shape(real)[-1])  # (length // 2 + 1,)
-        keep = ops.cast(bins < self.kept_bins, "float32")
-        low = ops.irfft((real * keep, imag * keep), fft_length=length)  # (batch, dim, length)
-        return ops.cast(ops.transpose(low, (0, 2, 1)), inputs.dtype)  # (batch, length, dim)
+        bins = self.kept_bins
+        if static_size(length) is not None:
+            bins = min(bins, static_size(length) // 2 + 1)
+        n = ops.cast(length, "int32")
+        frequencies = ops.arange(bins, dtype="int32")  # (bins,)
+        positions = ops.arange(length, dtype="int32")  # (length,)
+        # 2 pi (k t mod L) / L: reduced mod L first so float32 stays exact.
+        turns = ops.mod(frequencies[:, None] * positions[None, :], n)  # (bins, length)
+        angles = ops.cast(turns, "float32") * (2.0 * math.pi / ops.cast(n, "float32"))
+        cos, sin = ops.cos(angles), ops.sin(angles)  # (bins, length) each
+        x = ops.cast(inputs, "float32")
+        real = ops.einsum("kt,btd->bkd", cos, x)  # (batch, bins, dim)
+        imag = ops.einsum("kt,btd->bkd", sin, x)  # (batch, bins, dim), sign dropped
+        # Inverse weights: 1 for the mean and the Nyquist bin, 2 for a bin
+        # that stands for itself and its mirror, 0 above L / 2; over L.
+        doubled = 2 * frequencies
+        weight = ops.where(ops.logical_or(doubled == 0, doubled == n), 1.0, 2.0)
+        weight = ops.where(doubled <= n, weight, 0.0) / ops.cast(n, "float32")  # (bins,)
+        low = ops.einsum("kt,bkd->btd", cos, real * weight[:, None]) + ops.einsum(
+            "kt,bkd->btd", sin, imag * weight[:, None]
+        )  # (batch, length, dim)
+        return ops.cast(low, inputs.dtype)
 
     def call(self, inputs, mask=None, training=None):
+        check_shape("inputs", inputs, (None, None, self._input_dim))
+        check_shape("mask", mask, (inputs.shape[0], inputs.shape[1]))
+        if static_size(inputs.shape[1]) == 0:
+            return self.layer_norm(inputs)
         low = self.low_pass(inputs)
         high = inputs - low
         beta = ops.cast(ops.square(self.sqrt_beta), inputs.dtype)  # (dim,)

@@ -8,6 +8,8 @@ head follows DeepAR, Salinas et al., 2020).
 import keras
 from keras import ops
 
+from keras_attn.utils.validation import check_float, feature_spec
+
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class GaussianHead(keras.layers.Layer):
@@ -43,15 +45,12 @@ class GaussianHead(keras.layers.Layer):
 
     def __init__(self, min_scale=1e-6, kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        if isinstance(min_scale, bool) or not isinstance(min_scale, (int, float)) or min_scale < 0:
-            raise ValueError(
-                f"`min_scale` must be a number >= 0. Received: min_scale={min_scale!r}"
-            )
-        self.min_scale = float(min_scale)
+        self.min_scale = check_float("min_scale", min_scale, low=0.0)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
 
     def build(self, input_shape):
+        self.input_spec = feature_spec(input_shape, any_rank=True)
         self.dense = keras.layers.Dense(
             2, kernel_initializer=self.kernel_initializer, dtype=self.dtype_policy, name="dense"
         )

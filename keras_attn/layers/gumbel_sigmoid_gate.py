@@ -9,6 +9,14 @@ estimator in training and by a fixed threshold at inference.
 import keras
 from keras import ops
 
+from keras_attn.utils.validation import (
+    check_float,
+    check_int,
+    check_optional_int,
+    check_positive,
+    feature_spec,
+)
+
 EPSILON = 1e-10
 
 
@@ -68,21 +76,18 @@ class GumbelSigmoidGate(keras.layers.Layer):
     ):
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
-        if not isinstance(units, int) or isinstance(units, bool) or units < 1:
-            raise ValueError(f"`units` must be a positive integer. Received: units={units!r}")
-        if not temperature > 0:
-            raise ValueError(f"`temperature` must be positive. Received: temperature={temperature}")
-        if not 0.0 < threshold < 1.0:
-            raise ValueError(f"`threshold` must be in (0, 1). Received: threshold={threshold}")
-        self.units = units
-        self.temperature = temperature
-        self.threshold = threshold
+        self.units = check_int("units", units)
+        self.temperature = check_positive("temperature", temperature)
+        self.threshold = check_float(
+            "threshold", threshold, 0.0, 1.0, low_open=True, high_open=True
+        )
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.seed = seed
-        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.seed = check_optional_int("seed", seed, minimum=0)
+        self.seed_generator = keras.random.SeedGenerator(self.seed)
 
     def build(self, input_shape):
+        self.input_spec = feature_spec(input_shape, any_rank=True)
         self.kernel = self.add_weight(
             name="kernel", shape=(input_shape[-1], self.units), initializer=self.kernel_initializer
         )

@@ -10,6 +10,7 @@ import keras
 from keras import ops
 
 from keras_attn.layers.attention_pattern import AttentionPattern
+from keras_attn.utils.validation import check_choice, check_int
 
 VARIANTS = ("pure", "local", "restart")
 # Powers of two up to 2**30: enough to count the bits of any int32 length.
@@ -62,15 +63,13 @@ class LogSparsePattern(AttentionPattern):
     """
 
     def __init__(self, variant="pure", local_window=None, subsequence_length=None):
-        if variant not in VARIANTS:
-            raise ValueError(f"`variant` must be one of {VARIANTS}. Received: variant={variant!r}")
-        _check_variant_argument("local_window", local_window, variant == "local", minimum=1)
-        _check_variant_argument(
+        self.variant = check_choice("variant", variant, VARIANTS)
+        self.local_window = _check_variant_argument(
+            "local_window", local_window, variant == "local", minimum=1
+        )
+        self.subsequence_length = _check_variant_argument(
             "subsequence_length", subsequence_length, variant == "restart", minimum=2
         )
-        self.variant = variant
-        self.local_window = local_window
-        self.subsequence_length = subsequence_length
 
     def key_indices(self, length):
         offsets = self.offsets(length)  # (K,)
@@ -130,9 +129,8 @@ def _check_variant_argument(name, value, required, minimum):
                 f"`{name}` only applies to its variant and must be None here. "
                 f"Received: {name}={value!r}"
             )
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"`{name}` must be an integer >= {minimum}. Received: {name}={value!r}")
+        return None
+    return check_int(name, value, minimum)
 
 
 def _bit_length(value):
@@ -140,10 +138,15 @@ def _bit_length(value):
 
     Static lengths stay Python ints, so XLA and JAX see static shapes; a
     length that is only known at run time (a SavedModel served at any
-    length) gives a scalar tensor.
+    length) gives a scalar tensor. A symbolic JAX dimension (a JAX export
+    with a dynamic length), whose bit count is no shape expression, gives
+    every bit of an int32: the extra offsets reach before position 0 and
+    are masked out.
     """
     if isinstance(value, numbers.Integral):
         return max(int(value), 0).bit_length()
+    if not ops.is_tensor(value):
+        return _MAX_BITS
     powers = ops.convert_to_tensor([2**j for j in range(_MAX_BITS)], "int32")
     return ops.sum(ops.cast(powers <= value, "int32"))
 

@@ -15,6 +15,15 @@ import keras
 from keras import ops
 
 from keras_attn.layers.attention_pattern import AttentionPattern
+from keras_attn.utils.validation import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_optional_int,
+    check_rate,
+    check_shape,
+    static_size,
+)
 
 LOGIT_SCALES = ("none", "log_length")
 DENSE_PATTERNS = ("dense", "causal")
@@ -115,45 +124,38 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        _check_positive_int("num_heads", num_heads)
-        _check_positive_int("key_dim", key_dim)
-        if value_dim is not None:
-            _check_positive_int("value_dim", value_dim)
-        if output_dim is not None:
-            _check_positive_int("output_dim", output_dim)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
         if isinstance(attention_pattern, dict):
             attention_pattern = keras.saving.deserialize_keras_object(attention_pattern)
-        if not (
-            attention_pattern in DENSE_PATTERNS or isinstance(attention_pattern, AttentionPattern)
+        if not isinstance(attention_pattern, AttentionPattern) and not (
+            isinstance(attention_pattern, str) and attention_pattern in DENSE_PATTERNS
         ):
             raise ValueError(
-                "`attention_pattern` must be one of "
-                f"{DENSE_PATTERNS} or an `AttentionPattern`. "
+                f"`attention_pattern` must be one of {DENSE_PATTERNS} or an `AttentionPattern`. "
                 f"Received: attention_pattern={attention_pattern!r}"
             )
-        if logit_scale not in LOGIT_SCALES:
-            raise ValueError(
-                f"`logit_scale` must be one of {LOGIT_SCALES}. "
-                f"Received: logit_scale={logit_scale!r}"
-            )
-        self.num_heads = num_heads
-        self.key_dim = key_dim
-        self.value_dim = value_dim or key_dim
-        self.output_dim = output_dim
-        self.dropout = dropout
-        self.use_bias = use_bias
-        self.output_use_bias = use_bias if output_use_bias is None else output_use_bias
+        self.num_heads = check_int("num_heads", num_heads)
+        self.key_dim = check_int("key_dim", key_dim)
+        self.value_dim = check_optional_int("value_dim", value_dim) or self.key_dim
+        self.output_dim = check_optional_int("output_dim", output_dim)
+        self.dropout = check_rate("dropout", dropout)
+        self.use_bias = check_bool("use_bias", use_bias)
+        self.output_use_bias = (
+            self.use_bias
+            if output_use_bias is None
+            else check_bool("output_use_bias", output_use_bias)
+        )
         self.attention_pattern = attention_pattern
-        self.logit_scale = logit_scale
+        self.logit_scale = check_choice("logit_scale", logit_scale, LOGIT_SCALES)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
         self.bias_regularizer = keras.regularizers.get(bias_regularizer)
-        self.seed = seed
+        self.seed = check_optional_int("seed", seed, minimum=0)
         self.supports_masking = True
-        self._dropout_layer = keras.layers.Dropout(dropout, seed=seed, dtype=self.dtype_policy)
+        self._input_dim = None
+        self._dropout_layer = keras.layers.Dropout(
+            self.dropout, seed=self.seed, dtype=self.dtype_policy
+        )
 
     @property
     def is_sparse(self):
@@ -182,6 +184,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 f"Received: input_shape={input_shape}"
             )
         dim = input_shape[-1]
+        self._input_dim = dim
         output_dim = self.output_dim or dim
         self._query_dense = self.make_projection(
             "query", "abc,cde->abde", (None, self.num_heads, self.key_dim)
@@ -245,6 +248,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         training=None,
         return_attention_scores=False,
     ):
+        self.validate_call_inputs(inputs, mask, head_mask, attention_mask)
+        if static_size(inputs.shape[1]) == 0:
+            return self._empty_outputs(inputs, return_attention_scores)
         # A new tensor without the Keras mask attached: the mask is handled
         # here, so the projections must not warn that they drop it.
         inputs = ops.add(inputs, ops.zeros((), inputs.dtype))
@@ -252,11 +258,6 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         value = self._value_dense(inputs)  # (batch, length, heads, value_dim)
         query = query * ops.cast(1.0 / math.sqrt(self.key_dim), query.dtype)
         if self.is_sparse:
-            if attention_mask is not None:
-                raise ValueError(
-                    "`attention_mask` only applies to the dense patterns. "
-                    f"Received: attention_mask with attention_pattern={self.attention_pattern!r}"
-                )
             context, scores = self._sparse_attention(query, key, value, mask, training)
         else:
             context, scores = self._dense_attention(
@@ -268,6 +269,65 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         if return_attention_scores:
             return output, scores
         return output
+
+    def validate_call_inputs(self, inputs, mask=None, head_mask=None, attention_mask=None):
+        """Raises a `ValueError` naming the argument whose static shape is wrong.
+
+        `mask` must be `(batch, length)`, `attention_mask`
+        `(batch, length, length)` (dense patterns only) and `head_mask`
+        `(num_heads,)` or `(batch, num_heads)`, where `(batch, length, dim)`
+        is the shape of `inputs` and `dim` the size the layer was built for.
+        Without this, a mask of another shape could broadcast silently (for
+        example over the heads when `batch == num_heads`).
+        """
+        check_shape("inputs", inputs, (None, None, self._input_dim))
+        batch, length = inputs.shape[0], inputs.shape[1]
+        check_shape("mask", mask, (batch, length))
+        check_shape("attention_mask", attention_mask, (batch, length, length))
+        check_shape("head_mask", head_mask, (self.num_heads,), (batch, self.num_heads))
+        if self.is_sparse and attention_mask is not None:
+            raise ValueError(
+                "`attention_mask` only applies to the dense patterns. "
+                f"Received: attention_mask with attention_pattern={self.attention_pattern!r}"
+            )
+
+    def num_keys(self, length):
+        """Keys per query for a static `length`: `length`, or the pattern's `K`."""
+        if not self.is_sparse or length is None:
+            return length
+        return int(self.attention_pattern.key_indices(length)[0].shape[1])
+
+    def _empty_outputs(self, inputs, return_attention_scores):
+        """Outputs of a length-0 sequence, the same on every backend."""
+        batch = ops.shape(inputs)[0]
+        output = ops.zeros((batch, 0, self.output_dim or self._input_dim), self.compute_dtype)
+        if not return_attention_scores:
+            return output
+        scores = ops.zeros((batch, self.num_heads, 0, self.num_keys(0)), self.compute_dtype)
+        return output, scores
+
+    def compute_output_shape(self, input_shape):
+        return (*input_shape[:-1], self.output_dim or input_shape[-1])
+
+    def compute_output_spec(
+        self,
+        inputs,
+        mask=None,
+        head_mask=None,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        # Written out rather than traced: with an unknown length, JAX traces
+        # a symbolic length, whose key count a sparse pattern cannot compute.
+        self.validate_call_inputs(inputs, mask, head_mask, attention_mask)
+        batch, length = inputs.shape[0], inputs.shape[1]
+        output = keras.KerasTensor(self.compute_output_shape(inputs.shape), self.compute_dtype)
+        if not return_attention_scores:
+            return output
+        keys = self.num_keys(static_size(length))
+        scores = keras.KerasTensor((batch, self.num_heads, length, keys), self.compute_dtype)
+        return output, scores
 
     def _dense_attention(self, query, key, value, mask, attention_mask, training, scores):
         if self._can_fuse(query, value, training, scores):
@@ -436,11 +496,6 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
 def _fresh_copy(initializer):
     return initializer.__class__.from_config(initializer.get_config())
-
-
-def _check_positive_int(name, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
 
 
 def _slots(offsets, length):

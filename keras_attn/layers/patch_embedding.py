@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_attn.utils.validation import check_int, feature_spec
+
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class PatchEmbedding(keras.layers.Layer):
@@ -35,14 +37,13 @@ class PatchEmbedding(keras.layers.Layer):
 
     def __init__(self, patch_size, dim, kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        for name, value in (("patch_size", patch_size), ("dim", dim)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
-        self.patch_size = patch_size
-        self.dim = dim
+        self.patch_size = check_int("patch_size", patch_size)
+        self.dim = check_int("dim", dim)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
     def build(self, input_shape):
+        rank_spec = keras.InputSpec(ndim=len(input_shape))
+        self.input_spec = feature_spec(input_shape) if len(input_shape) == 4 else rank_spec
         height, width = input_shape[1], input_shape[2]
         if height % self.patch_size or width % self.patch_size:
             raise ValueError(

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_attn.utils.validation import check_int, feature_spec
+
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class PositionEmbedding(keras.layers.Layer):
@@ -31,15 +33,12 @@ class PositionEmbedding(keras.layers.Layer):
 
     def __init__(self, max_length, initializer="random_normal", **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 1:
-            raise ValueError(
-                f"`max_length` must be a positive integer. Received: max_length={max_length!r}"
-            )
-        self.max_length = max_length
+        self.max_length = check_int("max_length", max_length)
         self.initializer = keras.initializers.get(initializer)
         self.supports_masking = True
 
     def build(self, input_shape):
+        self.input_spec = feature_spec(input_shape)
         if input_shape[1] is not None and input_shape[1] > self.max_length:
             raise ValueError(
                 f"Sequence length {input_shape[1]} exceeds `max_length={self.max_length}`. "

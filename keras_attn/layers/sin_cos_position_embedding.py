@@ -4,6 +4,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attn.utils.validation import check_int, check_ints, feature_spec
+
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class SinCosPositionEmbedding2D(keras.layers.Layer):
@@ -36,20 +38,11 @@ class SinCosPositionEmbedding2D(keras.layers.Layer):
 
     def __init__(self, grid_size, num_prefix_tokens=0, **kwargs):
         super().__init__(**kwargs)
-        grid_size = tuple(grid_size)
-        if len(grid_size) != 2 or any(not isinstance(n, int) or n < 1 for n in grid_size):
-            raise ValueError(
-                f"`grid_size` must be two positive integers. Received: grid_size={grid_size!r}"
-            )
-        if not isinstance(num_prefix_tokens, int) or num_prefix_tokens < 0:
-            raise ValueError(
-                "`num_prefix_tokens` must be a non-negative integer. "
-                f"Received: num_prefix_tokens={num_prefix_tokens!r}"
-            )
-        self.grid_size = grid_size
-        self.num_prefix_tokens = num_prefix_tokens
+        self.grid_size = check_ints("grid_size", grid_size, size=2)
+        self.num_prefix_tokens = check_int("num_prefix_tokens", num_prefix_tokens, minimum=0)
 
     def build(self, input_shape):
+        self.input_spec = feature_spec(input_shape)
         expected = self.num_prefix_tokens + self.grid_size[0] * self.grid_size[1]
         if input_shape[1] != expected or input_shape[-1] % 4:
             raise ValueError(

@@ -43,6 +43,7 @@ class SinCosPositionEmbedding1D(keras.layers.Layer):
         super().__init__(**kwargs)
 
     def build(self, input_shape):
+        self.input_spec = keras.InputSpec(shape=(None, *input_shape[1:]))
         length, dim = input_shape[1], input_shape[-1]
         if length is None:
             raise ValueError(

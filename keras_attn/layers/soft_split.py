@@ -7,6 +7,8 @@ on ImageNet", ICCV 2021 (https://arxiv.org/abs/2101.11986).
 import keras
 from keras import ops
 
+from keras_attn.utils.validation import check_int
+
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class SoftSplit(keras.layers.Layer):
@@ -47,17 +49,14 @@ class SoftSplit(keras.layers.Layer):
 
     def __init__(self, kernel_size, stride, padding=0, **kwargs):
         super().__init__(**kwargs)
-        for name, value, low in (("kernel_size", kernel_size, 1), ("stride", stride, 1)):
-            _check_int(name, value, low)
-        _check_int("padding", padding, 0)
-        if padding >= kernel_size:
+        self.kernel_size = check_int("kernel_size", kernel_size)
+        self.stride = check_int("stride", stride)
+        self.padding = check_int("padding", padding, minimum=0)
+        if self.padding >= self.kernel_size:
             raise ValueError(
                 f"`padding` must be smaller than `kernel_size={kernel_size}`. "
                 f"Received: padding={padding}"
             )
-        self.kernel_size = kernel_size
-        self.stride = stride
-        self.padding = padding
 
     def output_grid(self, height, width):
         """`(out_height, out_width)`, the window positions for an image size."""
@@ -106,8 +105,3 @@ class SoftSplit(keras.layers.Layer):
             {"kernel_size": self.kernel_size, "stride": self.stride, "padding": self.padding}
         )
         return config
-
-
-def _check_int(name, value, low):
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ValueError(f"`{name}` must be an integer >= {low}. Received: {name}={value!r}")

@@ -10,6 +10,13 @@ from keras import ops
 from keras_attn.layers.soft_split import SoftSplit
 from keras_attn.layers.token_performer import TokenPerformer
 from keras_attn.layers.token_transformer import TokenTransformer
+from keras_attn.utils.validation import (
+    check_choice,
+    check_int,
+    check_ints,
+    check_optional_int,
+    feature_spec,
+)
 
 TOKEN_LAYERS = ("performer", "transformer")
 
@@ -67,28 +74,19 @@ class T2TModule(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for name, value in (("embed_dim", embed_dim), ("token_dim", token_dim)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
-        if token_layer not in TOKEN_LAYERS:
-            raise ValueError(
-                f"`token_layer` must be one of {TOKEN_LAYERS}. "
-                f"Received: token_layer={token_layer!r}"
-            )
-        for name, value in (
-            ("kernel_sizes", kernel_sizes),
-            ("strides", strides),
-            ("paddings", paddings),
-        ):
-            if len(tuple(value)) != 3:
-                raise ValueError(f"`{name}` must hold three integers. Received: {name}={value!r}")
-        self.embed_dim = embed_dim
-        self.token_layer = token_layer
-        self.token_dim = token_dim
-        self.kernel_sizes = tuple(kernel_sizes)
-        self.strides = tuple(strides)
-        self.paddings = tuple(paddings)
-        self.seed = seed
+        self.embed_dim = check_int("embed_dim", embed_dim)
+        self.token_layer = check_choice("token_layer", token_layer, TOKEN_LAYERS)
+        self.token_dim = check_int("token_dim", token_dim)
+        self.kernel_sizes = check_ints("kernel_sizes", kernel_sizes, size=3)
+        self.strides = check_ints("strides", strides, size=3)
+        self.paddings = check_ints("paddings", paddings, size=3, minimum=0)
+        for kernel_size, padding in zip(self.kernel_sizes, self.paddings, strict=True):
+            if padding >= kernel_size:
+                raise ValueError(
+                    f"Each padding must be smaller than its kernel size {self.kernel_sizes}. "
+                    f"Received: paddings={paddings!r}"
+                )
+        self.seed = check_optional_int("seed", seed, minimum=0)
 
     def _split_settings(self):
         return zip(self.kernel_sizes, self.strides, self.paddings, strict=True)
@@ -108,6 +106,8 @@ class T2TModule(keras.layers.Layer):
         return self.grids(height, width)[-1]
 
     def build(self, input_shape):
+        rank_spec = keras.InputSpec(ndim=len(input_shape))
+        self.input_spec = feature_spec(input_shape) if len(input_shape) == 4 else rank_spec
         if len(input_shape) not in (3, 4) or None in input_shape[1:3]:
             raise ValueError(
                 "`inputs` must be `(batch, height, width[, channels])` with known height "

@@ -11,6 +11,14 @@ import math
 import keras
 from keras import ops
 
+from keras_attn.utils.validation import (
+    check_int,
+    check_optional_int,
+    check_positive,
+    check_rate,
+    feature_spec,
+)
+
 # Added to the normaliser of the linear attention, as in the official code.
 NORMALISER_EPSILON = 1e-8
 
@@ -69,25 +77,20 @@ class TokenPerformer(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not isinstance(token_dim, int) or isinstance(token_dim, bool) or token_dim < 1:
-            raise ValueError(
-                f"`token_dim` must be a positive integer. Received: token_dim={token_dim!r}"
-            )
-        if not 0 < kernel_ratio or int(token_dim * kernel_ratio) < 1:
+        self.token_dim = check_int("token_dim", token_dim)
+        self.kernel_ratio = check_positive("kernel_ratio", kernel_ratio)
+        self.num_features = int(self.token_dim * self.kernel_ratio)
+        if self.num_features < 1:
             raise ValueError(
                 "`kernel_ratio` must give at least one random feature. "
                 f"Received: kernel_ratio={kernel_ratio}"
             )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
-        self.token_dim = token_dim
-        self.kernel_ratio = kernel_ratio
-        self.num_features = int(token_dim * kernel_ratio)
-        self.dropout = dropout
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.seed = seed
+        self.dropout = check_rate("dropout", dropout)
+        self.layer_norm_epsilon = check_positive("layer_norm_epsilon", layer_norm_epsilon)
+        self.seed = check_optional_int("seed", seed, minimum=0)
 
     def build(self, input_shape):
+        self.input_spec = feature_spec(input_shape)
         output_shape = (*input_shape[:-1], self.token_dim)
         self.attention_norm = self._norm("attention_norm")
         self.key_query_value = keras.layers.Dense(

@@ -10,6 +10,12 @@ import keras
 from keras import ops
 
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
+from keras_attn.utils.validation import (
+    check_int,
+    check_positive,
+    check_rate,
+    feature_spec,
+)
 
 
 class _ValueSkipAttention(MultiHeadSelfAttention):
@@ -64,20 +70,18 @@ class TokenTransformer(keras.layers.Layer):
 
     def __init__(self, token_dim=64, mlp_ratio=1.0, dropout=0.0, layer_norm_epsilon=1e-5, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(token_dim, int) or isinstance(token_dim, bool) or token_dim < 1:
+        self.token_dim = check_int("token_dim", token_dim)
+        self.mlp_ratio = check_positive("mlp_ratio", mlp_ratio)
+        if int(self.token_dim * self.mlp_ratio) < 1:
             raise ValueError(
-                f"`token_dim` must be a positive integer. Received: token_dim={token_dim!r}"
+                "`mlp_ratio` must give an MLP of at least one unit. "
+                f"Received: mlp_ratio={mlp_ratio}"
             )
-        if not mlp_ratio > 0:
-            raise ValueError(f"`mlp_ratio` must be positive. Received: mlp_ratio={mlp_ratio}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
-        self.token_dim = token_dim
-        self.mlp_ratio = mlp_ratio
-        self.dropout = dropout
-        self.layer_norm_epsilon = layer_norm_epsilon
+        self.dropout = check_rate("dropout", dropout)
+        self.layer_norm_epsilon = check_positive("layer_norm_epsilon", layer_norm_epsilon)
 
     def build(self, input_shape):
+        self.input_spec = feature_spec(input_shape)
         hidden = int(self.token_dim * self.mlp_ratio)
         output_shape = (*input_shape[:-1], self.token_dim)
         self.attention_norm = self._norm("attention_norm")

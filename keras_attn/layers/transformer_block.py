@@ -3,6 +3,14 @@
 import keras
 
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
+from keras_attn.utils.validation import (
+    check_bool,
+    check_int,
+    check_optional_int,
+    check_positive,
+    check_rate,
+    feature_spec,
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -57,26 +65,19 @@ class TransformerBlock(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not isinstance(mlp_dim, int) or isinstance(mlp_dim, bool) or mlp_dim < 1:
-            raise ValueError(f"`mlp_dim` must be a positive integer. Received: mlp_dim={mlp_dim!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1). Received: dropout={dropout}")
-        if not isinstance(num_heads, int) or isinstance(num_heads, bool) or num_heads < 1:
-            raise ValueError(
-                f"`num_heads` must be a positive integer. Received: num_heads={num_heads!r}"
-            )
-        self.num_heads = num_heads
-        self.mlp_dim = mlp_dim
-        self.key_dim = key_dim
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.norm_first = norm_first
-        self.layer_norm_epsilon = layer_norm_epsilon
+        self.num_heads = check_int("num_heads", num_heads)
+        self.mlp_dim = check_int("mlp_dim", mlp_dim)
+        self.key_dim = check_optional_int("key_dim", key_dim)
+        self.dropout = check_rate("dropout", dropout)
+        self.attention_dropout = check_rate("attention_dropout", attention_dropout)
+        self.norm_first = check_bool("norm_first", norm_first)
+        self.layer_norm_epsilon = check_positive("layer_norm_epsilon", layer_norm_epsilon)
         self.activation = keras.activations.get(activation)
         self.attention_kwargs = dict(attention_kwargs or {})
         self.supports_masking = True
 
     def build(self, input_shape):
+        self.input_spec = feature_spec(input_shape)
         dim = input_shape[-1]
         key_dim = self.key_dim or dim // self.num_heads
         if key_dim < 1:

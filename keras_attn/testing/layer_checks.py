@@ -10,15 +10,39 @@ Each layer's test module builds one `LayerChecks` and runs every check in
         CHECKS.run(check, tmp_path)
 """
 
+import inspect
+import os
+import subprocess
+import sys
+import textwrap
+import unittest
 import warnings
 
 import keras
 import numpy as np
-import pytest
 from keras import ops
 
-NEEDS_FOLDER = ("keras_save_load", "saved_model")
-MIXED_TOLERANCE = {"mixed_float16": 2e-2, "mixed_bfloat16": 1e-1}
+NEEDS_FOLDER = ("keras_save_load", "saved_model", "fresh_process_reload")
+# Normwise relative error `|mixed - full| / |full|` allowed per output: a few
+# units of each format's rounding (float16 2**-11, bfloat16 2**-8).
+MIXED_RTOL = {"mixed_float16": 5e-3, "mixed_bfloat16": 4e-2}
+# The fresh process imports keras_attn and nothing else of the test suite, so
+# a layer that is only registered for serialization by a test fails here.
+RELOAD_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import keras
+    import numpy as np
+    import keras_attn
+
+    model = keras.models.load_model(sys.argv[1])
+    data = dict(np.load(sys.argv[2]))
+    inputs = [data[f"input_{i}"] for i in range(len(data))]
+    outputs = model(inputs if len(inputs) > 1 else inputs[0])
+    outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+    np.savez(sys.argv[3], *[keras.ops.convert_to_numpy(x) for x in outputs])
+    """
+)
 
 
 class LayerChecks:
@@ -33,26 +57,35 @@ class LayerChecks:
         call_kwargs: dict of non-tensor call arguments.
         extra_inputs: dict `name -> shape without batch` of additional tensor
             inputs passed to `call` by keyword (for example a head mask);
-            they are filled with ones.
+            they are filled with uniform values in `[0, 2)`, so a head mask
+            really scales the heads.
         dynamic_axes: input axes (batch excluded from the count, so 1 is the
             sequence axis) that are left unknown in the exported SavedModel
-            and served at two different sizes. Empty for fixed-shape layers.
+            and served at the test size and at twice that size plus one, so
+            that the number of keys of every attention pattern changes.
+            Empty for fixed-shape layers.
         input_dtype: dtype of the main input (`"int32"` for token ids).
         input_range: `(low, high)` of integer inputs.
         bad_init_kwargs: list of dicts; each, merged into `init_kwargs`, must
             make the constructor raise a `ValueError` containing "Received:".
         atol: tolerance of the float32 round-trip comparisons.
+        num_params: int, the number of scalars in the layer's weights
+            (trainable or not), as derived from its definition; required by
+            the `weight_count` check.
     """
 
     CHECKS = (
         "config_round_trip",
         "keras_save_load",
         "functional_symbolic",
+        "fresh_process_reload",
         "xla_fit",
         "saved_model",
         "mixed_float16",
         "mixed_bfloat16",
         "bad_arguments",
+        "weight_count",
+        "wrong_feature_size",
     )
 
     def __init__(
@@ -68,6 +101,7 @@ class LayerChecks:
         input_range=(0, 10),
         bad_init_kwargs=(),
         atol=1e-5,
+        num_params=None,
     ):
         self.layer_cls = layer_cls
         self.init_kwargs = dict(init_kwargs)
@@ -80,6 +114,7 @@ class LayerChecks:
         self.input_range = input_range
         self.bad_init_kwargs = list(bad_init_kwargs)
         self.atol = atol
+        self.num_params = num_params
 
     def run(self, check, tmp_path):
         """Runs the check named `check`; `tmp_path` is a scratch folder."""
@@ -102,7 +137,10 @@ class LayerChecks:
             main = rng.integers(*self.input_range, size=shape).astype(self.input_dtype)
         else:
             main = rng.normal(size=shape).astype(self.input_dtype)
-        extras = [np.ones((shape[0], *s), "float32") for s in self.extra_inputs.values()]
+        extras = [
+            rng.uniform(0.0, 2.0, size=(shape[0], *s)).astype("float32")
+            for s in self.extra_inputs.values()
+        ]
         return [main, *extras]
 
     def make_model(self, layer=None, dynamic=False):
@@ -167,24 +205,63 @@ class LayerChecks:
         concrete = _as_list(model(self._model_args(self.make_inputs())))[0]
         assert tuple(concrete.shape) == self.expected_output_shape
 
+    def check_fresh_process_reload(self, tmp_path):
+        """Reloads the `.keras` file in a new process that imports only keras_attn.
+
+        Runs on TensorFlow only: what it tests (that every saved object is
+        registered by `import keras_attn`) does not depend on the backend,
+        and a fresh process costs seconds.
+        """
+        if keras.backend.backend() != "tensorflow":
+            raise unittest.SkipTest("Registration does not depend on the backend.")
+        model = self.make_model()
+        data = self.make_inputs()
+        expected = _as_list(model(self._model_args(data)))
+        path = str(tmp_path / "model.keras")
+        model.save(path)
+        np.savez(tmp_path / "inputs.npz", **{f"input_{i}": x for i, x in enumerate(data)})
+        outputs = tmp_path / "outputs.npz"
+        # The fresh process imports the same keras_attn as this one.
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+        env = {**os.environ, "KERAS_BACKEND": keras.backend.backend(), "PYTHONPATH": package_root}
+        result = subprocess.run(
+            [sys.executable, "-c", RELOAD_SCRIPT, path, str(tmp_path / "inputs.npz"), outputs],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=300,
+        )
+        assert result.returncode == 0, f"Reload in a fresh process failed:\n{result.stderr[-3000:]}"
+        reloaded = np.load(outputs)
+        actual = [reloaded[f"arr_{i}"] for i in range(len(reloaded.files))]
+        self._assert_same_outputs(actual, expected)
+
     def check_xla_fit(self):
+        """One `fit` step compiled with XLA (eager on torch, where XLA is not used).
+
+        On TensorFlow the whole training step, gradients included, is also
+        lowered to XLA HLO, which fails on any op XLA cannot compile.
+        """
+        jit_compile = keras.backend.backend() != "torch"
         model = self._first_output_model()
         data = self._model_args(self.make_inputs())
         target = np.zeros(self.expected_output_shape, "float32")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            model.compile(optimizer="sgd", loss="mse", jit_compile=True)
+            model.compile(optimizer="sgd", loss="mse", jit_compile=jit_compile)
             history = model.fit(data, target, epochs=1, batch_size=len(target), verbose=0)
         fallbacks = [w for w in caught if "jit_compile" in str(w.message)]
         assert not fallbacks, f"XLA fell back: {fallbacks[0].message}"
-        assert model.jit_compile is True
+        assert model.jit_compile is jit_compile
         assert np.isfinite(history.history["loss"][0])
         if keras.backend.backend() == "tensorflow":
-            _assert_xla_lowers(model, data)
+            _assert_xla_lowers_training_step(model, data, target)
 
     def check_saved_model(self, tmp_path):
-        if keras.backend.backend() != "tensorflow":
-            pytest.skip("SavedModel export runs on the TensorFlow backend.")
+        """Exports with the dynamic axes unknown, reloads with TensorFlow, serves two sizes."""
+        if keras.backend.backend() not in ("tensorflow", "jax"):
+            raise unittest.SkipTest("SavedModel export runs on the TensorFlow and JAX backends.")
         import tensorflow as tf
 
         model = self.make_model(dynamic=True)
@@ -196,11 +273,17 @@ class LayerChecks:
             self._assert_same_outputs(reloaded.serve(data), model(data), atol=1e-4)
 
     def _serving_sizes(self):
+        """The test size and, with dynamic axes, twice it plus one.
+
+        Doubling a length adds one bit to it, so the key count of every
+        LogSparse variant changes (and `ceil(L / S)` of the restart variant
+        grows once `L >= S - 1`), as does that of dense attention.
+        """
         sizes = [self.input_shape]
-        for delta in (1,) if self.dynamic_axes else ():
+        if self.dynamic_axes:
             shape = list(self.input_shape)
             for axis in self.dynamic_axes:
-                shape[axis] += delta
+                shape[axis] = 2 * shape[axis] + 1
             sizes.append(tuple(shape))
         return sizes
 
@@ -211,27 +294,84 @@ class LayerChecks:
         self._check_mixed_precision("mixed_bfloat16")
 
     def _check_mixed_precision(self, policy):
+        """Mixed outputs within `MIXED_RTOL` of float32, also with padding, and a training step.
+
+        Layers that take a Keras `mask` are also run with the first example
+        fully padded and the last position of the others padded, the case
+        where a softmax whose masked logits overflow the compute dtype gives
+        NaN. The training step must leave every weight finite and change some.
+        """
         full = self.make_model(self.make_layer())
         mixed = self.make_model(self.make_layer(dtype=policy))
         mixed.set_weights(full.get_weights())
         layer = next(x for x in mixed.layers if isinstance(x, self.layer_cls))
+        full_layer = next(x for x in full.layers if isinstance(x, self.layer_cls))
         assert all(v.dtype == "float32" for v in layer.weights)
-        data = self._model_args(self.make_inputs())
-        outputs = _as_list(mixed(data))
-        assert ops.convert_to_numpy(outputs[0]).dtype == np.dtype(
-            keras.mixed_precision.Policy(policy).compute_dtype
-        )
-        expected = [ops.cast(x, "float32") for x in _as_list(full(data))]
-        actual = [ops.cast(x, "float32") for x in outputs]
-        self._assert_same_outputs(actual, expected, atol=MIXED_TOLERANCE[policy])
+        data = self.make_inputs()
+        outputs = _as_list(mixed(self._model_args(data)))
+        compute_dtype = keras.mixed_precision.Policy(policy).compute_dtype
+        assert ops.convert_to_numpy(outputs[0]).dtype == np.dtype(compute_dtype)
+        _assert_close_relative(outputs, full(self._model_args(data)), MIXED_RTOL[policy])
+        if _takes_mask(layer) and len(self.input_shape) == 3:
+            mask = np.ones(self.input_shape[:2], bool)
+            mask[0], mask[1:, -1] = False, False
+            kwargs = {**self._extra_kwargs(data), **self.call_kwargs, "mask": mask}
+            _assert_close_relative(
+                layer(data[0], **kwargs), full_layer(data[0], **kwargs), MIXED_RTOL[policy]
+            )
+        self._check_training_step(self._first_output_model(mixed), data)
+
+    def _extra_kwargs(self, data):
+        return dict(zip(self.extra_inputs, data[1:], strict=True))
+
+    def _check_training_step(self, model, data):
+        before = [ops.convert_to_numpy(w) for w in model.trainable_weights]
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=False)
+        model.train_on_batch(self._model_args(data), np.ones(self.expected_output_shape))
+        after = [ops.convert_to_numpy(w) for w in model.trainable_weights]
+        assert all(np.isfinite(w).all() for w in after), "A training step made weights non-finite."
+        if before:
+            changed = any(not np.array_equal(a, b) for a, b in zip(after, before, strict=True))
+            assert changed, "A training step changed no weight."
 
     def check_bad_arguments(self):
         for bad in self.bad_init_kwargs:
-            with pytest.raises(ValueError, match="Received:"):
+            try:
                 self.make_layer(**bad)
+            except ValueError as error:
+                assert "Received:" in str(error), f"{bad}: {error}"
+            else:
+                raise AssertionError(f"No ValueError for {bad}.")
 
-    def _first_output_model(self):
+    def check_weight_count(self):
+        """The layer holds exactly `num_params` scalars, also after a `.keras` round trip."""
+        assert self.num_params is not None, "Give `num_params`, derived from the definition."
         model = self.make_model()
+        layer = next(x for x in model.layers if isinstance(x, self.layer_cls))
+        assert layer.count_params() == self.num_params
+        paths = [w.path for w in layer.weights]
+        assert len(paths) == len(set(paths)), f"Weights share a path: {paths}"
+
+    def check_wrong_feature_size(self):
+        """A built layer given another feature size raises a `ValueError` naming the shape."""
+        if self.input_dtype.startswith("int") or len(self.input_shape) < 2:
+            raise unittest.SkipTest("The layer reads no feature axis.")
+        layer = self.make_layer()
+        data = self.make_inputs()
+        layer(data[0], **self._extra_kwargs(data), **self.call_kwargs)
+        if not layer.weights and layer.input_spec is None:
+            raise unittest.SkipTest("A layer without weights may take any feature size.")
+        shape = (*self.input_shape[:-1], self.input_shape[-1] + 1)
+        wrong = self.make_inputs(shape)[0]
+        try:
+            layer(wrong, **self._extra_kwargs(data), **self.call_kwargs)
+        except ValueError as error:
+            assert str(shape[-1]) in str(error), str(error)
+        else:
+            raise AssertionError(f"No ValueError for input shape {shape}.")
+
+    def _first_output_model(self, model=None):
+        model = model or self.make_model()
         first = _as_list(model.outputs)[0]
         return keras.Model(model.inputs, first)
 
@@ -240,10 +380,31 @@ def _as_list(value):
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def _assert_xla_lowers(model, data):
-    """Lowers the model's forward pass to XLA HLO; raises if XLA can't."""
+def _takes_mask(layer):
+    return "mask" in inspect.signature(layer.call).parameters
+
+
+def _assert_close_relative(actual, expected, rtol):
+    """Normwise relative error of each output at most `rtol`, and no NaN."""
+    for a, e in zip(_as_list(actual), _as_list(expected), strict=True):
+        a = ops.convert_to_numpy(ops.cast(a, "float32")).astype("float64")
+        e = ops.convert_to_numpy(ops.cast(e, "float32")).astype("float64")
+        assert np.isfinite(a).all(), "Non-finite values under mixed precision."
+        error = np.linalg.norm(a - e) / max(np.linalg.norm(e), 1e-12)
+        assert error <= rtol, f"Relative error {error:.2e} exceeds {rtol:.0e}."
+
+
+def _assert_xla_lowers_training_step(model, data, target):
+    """Lowers the forward pass, loss and gradients to XLA HLO; raises if XLA can't."""
     import tensorflow as tf
 
-    forward = tf.function(lambda x: model(x, training=False), jit_compile=True)
-    hlo = forward.experimental_get_compiler_ir(data)(stage="hlo")
+    loss_fn = keras.losses.MeanSquaredError()
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    compiled = tf.function(step, jit_compile=True)
+    hlo = compiled.experimental_get_compiler_ir(data, target)(stage="hlo")
     assert "HloModule" in hlo

@@ -1,6 +1,7 @@
 """Numpy references that layer tests compare against."""
 
 import numpy as np
+from keras import ops
 
 
 def softmax(logits, axis=-1):
@@ -25,13 +26,14 @@ def self_attention_reference(x, layer, allowed=None, head_mask=None, logit_scale
         `(batch, heads, length, length)`.
     """
     wq, wk, wv, wo = (
-        np.asarray(d.kernel)
+        _numpy(d.kernel)
         for d in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense)
     )
     biases = [
-        np.asarray(d.bias) if d.bias is not None else 0.0
+        _numpy(d.bias) if d.bias is not None else 0.0
         for d in (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense)
     ]
+    x = _numpy(x)
     q = np.einsum("blc,chd->blhd", x, wq) + biases[0]  # (batch, length, heads, key_dim)
     k = np.einsum("blc,chd->blhd", x, wk) + biases[1]  # (batch, length, heads, key_dim)
     v = np.einsum("blc,chd->blhd", x, wv) + biases[2]  # (batch, length, heads, value_dim)
@@ -49,3 +51,22 @@ def self_attention_reference(x, layer, allowed=None, head_mask=None, logit_scale
         context = context * head_mask.reshape(-1, 1, wq.shape[1], 1)
     output = np.einsum("bqhd,hdc->bqc", context, wo) + biases[3]  # (batch, length, out_dim)
     return output, weights
+
+
+def attention_num_params(dim, num_heads, key_dim, output_dim=None, kernel_size=1, use_bias=True):
+    """Scalars in a `MultiHeadSelfAttention` (or convolutional) layer's weights.
+
+    Query and key kernels `(kernel_size, dim, heads, key_dim)`, value kernel
+    `(dim, heads, key_dim)`, output kernel `(heads, key_dim, output_dim)`,
+    each with a bias of its output shape when `use_bias`.
+    """
+    output_dim = output_dim or dim
+    width = num_heads * key_dim
+    query_key = 2 * (kernel_size * dim * width + use_bias * width)
+    value = dim * width + use_bias * width
+    output = width * output_dim + use_bias * output_dim
+    return query_key + value + output
+
+
+def _numpy(value):
+    return ops.convert_to_numpy(value)

@@ -1,19 +1,23 @@
 """Small utilities shared by the command line, reproductions and notebooks."""
 
-from keras_attn.utils.macs import count_macs, layer_macs, register_macs
-from keras_attn.utils.results import (
-    finish_run,
-    is_small_run,
-    run_metadata,
-    write_results,
-)
+import importlib
 
-__all__ = [
-    "count_macs",
-    "finish_run",
-    "is_small_run",
-    "layer_macs",
-    "register_macs",
-    "run_metadata",
-    "write_results",
-]
+# Loaded on first use: the layers import `keras_attn.utils.validation`, and
+# `macs` imports the layers, so an eager import here would be circular.
+_EXPORTS = {
+    "count_macs": "macs",
+    "finish_run": "results",
+    "is_small_run": "results",
+    "layer_macs": "macs",
+    "register_macs": "macs",
+    "run_metadata": "results",
+    "write_results": "results",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)

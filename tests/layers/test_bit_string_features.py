@@ -14,6 +14,7 @@ CHECKS = LayerChecks(
     input_dtype="int32",
     input_range=(0, 3),
     dynamic_axes=(1,),
+    num_params=0,
     bad_init_kwargs=[{"task": "dyck"}, {"width": 4}, {"width": 6.0}],
 )
 

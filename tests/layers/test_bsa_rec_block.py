@@ -6,7 +6,7 @@ import pytest
 
 from keras_attn.layers import BSARecBlock, FourierFilter, MultiHeadSelfAttention
 from keras_attn.testing import LayerChecks
-from keras_attn.testing.reference import self_attention_reference
+from keras_attn.testing.reference import attention_num_params, self_attention_reference
 
 erf = np.vectorize(math.erf)
 
@@ -25,6 +25,8 @@ CHECKS = LayerChecks(
         {"dropout": 1.0},
         {"attention_dropout": -0.1},
     ],
+    # Filter (beta and norm), attention, its norm, FFN 8 -> 32 -> 8, output norm.
+    num_params=8 + 2 * 8 + attention_num_params(8, 2, 4) + 2 * 8 + 9 * 32 + 33 * 8 + 2 * 8,
 )
 
 

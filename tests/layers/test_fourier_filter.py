@@ -11,11 +11,13 @@ CHECKS = LayerChecks(
     FourierFilter,
     {"cutoff": 3, "dropout": 0.1},
     input_shape=(2, 6, 8),
+    num_params=8 + 2 * 8,  # beta, then the norm's scale and offset
     bad_init_kwargs=[
         {"cutoff": 0},
         {"cutoff": 2.5},
         {"dropout": 1.0},
         {"layer_norm_epsilon": 0.0},
+        {"layer_norm_epsilon": -1e-12},
     ],
 )
 

@@ -13,6 +13,7 @@ CHECKS = LayerChecks(
     {"units": 3, "temperature": 2.0, "threshold": 0.6, "seed": 1},
     input_shape=(2, 6, 8),
     expected_output_shape=(2, 6, 3),
+    num_params=(8 + 1) * 3,
     bad_init_kwargs=[{"units": 0}, {"temperature": 0.0}, {"threshold": 1.0}],
 )
 

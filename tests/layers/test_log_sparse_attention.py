@@ -12,7 +12,7 @@ from keras_attn.layers import (
 from keras_attn.layers.attention_pattern import AttentionPattern
 from keras_attn.testing import LayerChecks
 from keras_attn.testing.gradients import output_and_gradients
-from keras_attn.testing.reference import self_attention_reference
+from keras_attn.testing.reference import attention_num_params, self_attention_reference
 
 pytestmark = pytest.mark.backend_agnostic
 
@@ -25,6 +25,12 @@ PATTERNS = {
 }
 
 CHECKS = {
+    "pure": LayerChecks(
+        LogSparseAttention,
+        {"num_heads": 2, "key_dim": 4, "logit_scale": "log_length"},
+        input_shape=(2, 6, 8),
+        num_params=attention_num_params(8, 2, 4),
+    ),
     "logsparse_conv": LayerChecks(
         LogSparseAttention,
         {
@@ -37,6 +43,7 @@ CHECKS = {
         },
         input_shape=(2, 9, 8),
         extra_inputs={"head_mask": (2,)},
+        num_params=attention_num_params(8, 2, 4, kernel_size=3),
         bad_init_kwargs=[
             {"variant": "dense"},
             {"local_window": None},
@@ -50,6 +57,8 @@ CHECKS = {
         LogSparseAttention,
         {"num_heads": 2, "key_dim": 4, "variant": "restart", "subsequence_length": 3},
         input_shape=(2, 10, 8),
+        extra_inputs={"head_mask": (2,)},
+        num_params=attention_num_params(8, 2, 4),
         bad_init_kwargs=[{"subsequence_length": 1}, {"variant": "pure"}],
     ),
     "conv_causal": LayerChecks(
@@ -57,6 +66,7 @@ CHECKS = {
         {"num_heads": 2, "key_dim": 4, "kernel_size": 4, "output_dim": 5},
         input_shape=(2, 7, 8),
         expected_output_shape=(2, 7, 5),
+        num_params=attention_num_params(8, 2, 4, output_dim=5, kernel_size=4),
         bad_init_kwargs=[{"kernel_size": 1.5}, {"kernel_size": True}, {"num_heads": 0}],
     ),
 }

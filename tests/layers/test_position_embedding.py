@@ -10,6 +10,7 @@ CHECKS = LayerChecks(
     PositionEmbedding,
     {"max_length": 12},
     input_shape=(2, 5, 4),
+    num_params=12 * 4,
     bad_init_kwargs=[{"max_length": 0}, {"max_length": 3.5}],
 )
 

@@ -13,9 +13,12 @@ SPLIT_CHECKS = LayerChecks(
     input_shape=(2, 6, 5, 2),
     expected_output_shape=(2, 9, 18),
     dynamic_axes=(),
+    num_params=0,
     bad_init_kwargs=[{"kernel_size": 0}, {"stride": 1.5}, {"padding": -1}, {"padding": 3}],
 )
-POSITION_CHECKS = LayerChecks(SinCosPositionEmbedding1D, {}, input_shape=(2, 5, 6), dynamic_axes=())
+POSITION_CHECKS = LayerChecks(
+    SinCosPositionEmbedding1D, {}, input_shape=(2, 5, 6), dynamic_axes=(), num_params=5 * 6
+)
 
 
 @pytest.mark.parametrize("check", LayerChecks.CHECKS)

@@ -11,12 +11,21 @@ from keras_attn.testing.reference import softmax
 pytestmark = pytest.mark.backend_agnostic
 
 TOKEN_BAD_ARGUMENTS = [{"token_dim": 0}, {"dropout": 1.0}]
+
+
+def _token_transformer_params(dim, token_dim):
+    """Two norms, bias-free query/key/value, output projection and MLP."""
+    return 2 * dim + 3 * dim * token_dim + 2 * token_dim + 3 * (token_dim + 1) * token_dim
+
+
 PERFORMER_CHECKS = LayerChecks(
     TokenPerformer,
     {"token_dim": 8, "seed": 1},
     input_shape=(2, 6, 12),
     expected_output_shape=(2, 6, 8),
     bad_init_kwargs=[*TOKEN_BAD_ARGUMENTS, {"kernel_ratio": 0.05}],
+    # Two norms, key-query-value, projection and MLP, 4 random features.
+    num_params=2 * 12 + (12 + 1) * 24 + 2 * 8 + 3 * (8 + 1) * 8 + 4 * 8,
 )
 TRANSFORMER_CHECKS = LayerChecks(
     TokenTransformer,
@@ -24,6 +33,7 @@ TRANSFORMER_CHECKS = LayerChecks(
     input_shape=(2, 6, 12),
     expected_output_shape=(2, 6, 8),
     bad_init_kwargs=[*TOKEN_BAD_ARGUMENTS, {"mlp_ratio": 0}],
+    num_params=_token_transformer_params(12, 8),
 )
 MODULE_CHECKS = LayerChecks(
     T2TModule,
@@ -38,7 +48,16 @@ MODULE_CHECKS = LayerChecks(
     input_shape=(2, 6, 6, 2),
     expected_output_shape=(2, 4, 12),
     dynamic_axes=(),
-    bad_init_kwargs=[{"token_layer": "lstm"}, {"embed_dim": 0}, {"strides": (2, 2)}],
+    bad_init_kwargs=[
+        {"token_layer": "lstm"},
+        {"embed_dim": 0},
+        {"strides": (2, 2)},
+        {"kernel_sizes": (3, 0, 1)},
+        {"strides": (0, 1, 1)},
+        {"paddings": (3, 0, 0)},
+    ],
+    # Token layers on 2 * 3 * 3 and 4 * 2 * 2 features, then the projection.
+    num_params=_token_transformer_params(18, 4) + _token_transformer_params(16, 4) + 5 * 12,
 )
 
 

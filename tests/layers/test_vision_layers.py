@@ -10,6 +10,7 @@ from keras_attn.layers import (
 )
 from keras_attn.layers.sin_cos_position_embedding import sin_cos_table
 from keras_attn.testing import LayerChecks
+from keras_attn.testing.reference import attention_num_params
 
 pytestmark = pytest.mark.backend_agnostic
 
@@ -20,16 +21,18 @@ CHECKS = {
         input_shape=(2, 8, 12, 3),
         expected_output_shape=(2, 6, 6),
         dynamic_axes=(),
+        num_params=(4 * 4 * 3 + 1) * 6,
         bad_init_kwargs=[{"patch_size": 0}, {"dim": "8"}],
     ),
     "class_token": LayerChecks(
-        ClassToken, {}, input_shape=(2, 5, 4), expected_output_shape=(2, 6, 4)
+        ClassToken, {}, input_shape=(2, 5, 4), expected_output_shape=(2, 6, 4), num_params=4
     ),
     "sin_cos": LayerChecks(
         SinCosPositionEmbedding2D,
         {"grid_size": (2, 3), "num_prefix_tokens": 1},
         input_shape=(2, 7, 8),
         dynamic_axes=(),
+        num_params=0,
         bad_init_kwargs=[{"grid_size": (2,)}, {"num_prefix_tokens": -1}],
     ),
     "block": LayerChecks(
@@ -37,7 +40,16 @@ CHECKS = {
         {"num_heads": 2, "mlp_dim": 16, "dropout": 0.1},
         input_shape=(2, 5, 8),
         extra_inputs={"head_mask": (2,)},
-        bad_init_kwargs=[{"mlp_dim": 0}, {"num_heads": 0}, {"dropout": 2.0}],
+        # Attention, two norms, MLP 8 -> 16 -> 8.
+        num_params=attention_num_params(8, 2, 4) + 4 * 8 + 9 * 16 + 17 * 8,
+        bad_init_kwargs=[
+            {"mlp_dim": 0},
+            {"num_heads": 0},
+            {"dropout": 2.0},
+            {"key_dim": -1},
+            {"attention_dropout": 2.0},
+            {"layer_norm_epsilon": -1e-6},
+        ],
     ),
     "post_norm_block": LayerChecks(
         TransformerBlock,
@@ -48,6 +60,7 @@ CHECKS = {
             "attention_kwargs": {"use_bias": False},
         },
         input_shape=(2, 5, 8),
+        num_params=attention_num_params(8, 2, 4, use_bias=False) + 4 * 8 + 9 * 16 + 17 * 8,
     ),
 }
 
