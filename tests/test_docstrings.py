@@ -22,9 +22,7 @@ MODULES = sorted(
     if not info.name.endswith("__main__")
 )
 # Examples known to be wrong, each with the reason; strict, so a fix is noticed.
-KNOWN_BROKEN = {
-    "keras_attn.models.adavit_fast_path": "the example calls `fast_path()` on an unbuilt model",
-}
+KNOWN_BROKEN = {}
 NUMBER = re.compile(r"-?\d+\.?\d*(?:e[-+]?\d+)?")
 
 

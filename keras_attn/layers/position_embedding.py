@@ -53,7 +53,9 @@ class PositionEmbedding(keras.layers.Layer):
     def call(self, inputs):
         length = ops.shape(inputs)[1]
         table = ops.convert_to_tensor(self.embeddings)
-        positions = ops.slice(table, (0, 0), (length, table.shape[-1]))  # (length, dim)
+        # A gather, not a slice: with a symbolic length (JAX export) a slice
+        # would have to prove `length <= max_length`, which it cannot.
+        positions = ops.take(table, ops.arange(length), axis=0)  # (length, dim)
         return inputs + ops.cast(positions, inputs.dtype)[None]  # (batch, length, dim)
 
     def compute_output_shape(self, input_shape):

@@ -117,6 +117,7 @@ class TokenPerformer(keras.layers.Layer):
             ),
             trainable=False,
             dtype="float32",
+            autocast=False,  # the features stay float32 under mixed precision
         )
         self.attention_norm.build(input_shape)
         self.key_query_value.build(input_shape)

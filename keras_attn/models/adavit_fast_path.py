@@ -55,6 +55,7 @@ class AdaViTFastPath:
 
     >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, dim=32, depth=3)
     >>> model = AdaViT(vit)
+    >>> _ = model(np.zeros((1, 28, 28), "float32"))  # builds the gates
     >>> result = model.fast_path().predict(np.zeros((2, 28, 28), "float32"))
     >>> result.outputs.shape, result.macs.shape
     ((2, 10), (2,))
