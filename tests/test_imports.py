@@ -24,3 +24,10 @@ def test_layers_import_no_backend():
         for path in files
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_utils_lists_every_lazy_export():
+    from keras_attn import utils
+
+    assert sorted(utils.__all__) == sorted(utils._EXPORTS)
+    assert all(callable(getattr(utils, name)) for name in utils.__all__)

@@ -1,6 +1,11 @@
 """Small utilities shared by the command line, reproductions and notebooks."""
 
 import importlib
+import typing
+
+if typing.TYPE_CHECKING:  # the same names, for type checkers and the API docs
+    from keras_attn.utils.macs import count_macs, layer_macs, register_macs
+    from keras_attn.utils.results import finish_run, is_small_run, run_metadata, write_results
 
 # Loaded on first use: the layers import `keras_attn.utils.validation`, and
 # `macs` imports the layers, so an eager import here would be circular.
@@ -14,7 +19,15 @@ _EXPORTS = {
     "write_results": "results",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "count_macs",
+    "finish_run",
+    "is_small_run",
+    "layer_macs",
+    "register_macs",
+    "run_metadata",
+    "write_results",
+]
 
 
 def __getattr__(name):
