@@ -37,6 +37,11 @@ class TransformerBlock(keras.layers.Layer):
         inputs: `(batch, length, dim)`.
         mask: optional `(batch, length)` padding mask (Keras masking).
         head_mask: optional `(num_heads,)` or `(batch, num_heads)` head mask.
+        attention_gate: optional `(batch,)` or `(batch, length)` multiplier of
+            the attention branch before its residual addition (1 keeps the
+            branch, 0 skips it). A hook for gated blocks such as AdaViT's.
+        mlp_gate: optional `(batch,)` or `(batch, length)` multiplier of the
+            MLP branch before its residual addition.
         training: bool, whether dropout is active.
 
     Returns:
@@ -111,14 +116,23 @@ class TransformerBlock(keras.layers.Layer):
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
         )
 
-    def call(self, inputs, mask=None, head_mask=None, training=None):
+    def call(
+        self,
+        inputs,
+        mask=None,
+        head_mask=None,
+        attention_gate=None,
+        mlp_gate=None,
+        training=None,
+    ):
         x = self.attention_norm(inputs) if self.norm_first else inputs
         attended = self.attention(x, mask=mask, head_mask=head_mask, training=training)
-        x = inputs + self.dropout_layer(attended, training=training)
+        attended = self.dropout_layer(attended, training=training)  # (batch, length, dim)
+        x = inputs + _gated(attended, attention_gate)
         x = x if self.norm_first else self.attention_norm(x)
         y = self.mlp_norm(x) if self.norm_first else x
         y = self.mlp_output(self.dropout_layer(self.mlp_hidden(y), training=training))
-        x = x + self.dropout_layer(y, training=training)
+        x = x + _gated(self.dropout_layer(y, training=training), mlp_gate)
         return x if self.norm_first else self.mlp_norm(x)
 
     def compute_output_shape(self, input_shape):
@@ -143,3 +157,17 @@ class TransformerBlock(keras.layers.Layer):
             }
         )
         return config
+
+
+def _gated(branch, gate):
+    """`branch` `(batch, length, dim)` scaled by a `(batch,)` or `(batch, length)` gate."""
+    if gate is None:
+        return branch
+    gate = keras.ops.cast(gate, branch.dtype)
+    if len(gate.shape) not in (1, 2):
+        raise ValueError(
+            "A block gate must have shape (batch,) or (batch, length). "
+            f"Received: gate.shape={tuple(gate.shape)}"
+        )
+    gate = gate[:, None, None] if len(gate.shape) == 1 else gate[..., None]
+    return branch * gate  # (batch, length, dim)

@@ -115,3 +115,27 @@ def test_pre_norm_block_matches_its_definition():
     h = x + block.attention(block.attention_norm(x))
     expected = h + block.mlp_output(block.mlp_hidden(block.mlp_norm(h)))
     np.testing.assert_allclose(output, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_block_gates_scale_each_residual_branch(norm_first):
+    block = TransformerBlock(num_heads=2, mlp_dim=8, norm_first=norm_first)
+    x = np.random.default_rng(1).normal(size=(2, 5, 8)).astype("float32")
+    attention_gate = np.array([0.0, 0.5], "float32")  # per example
+    mlp_gate = np.random.default_rng(2).uniform(size=(2, 5)).astype("float32")  # per token
+    output = block(x, attention_gate=attention_gate, mlp_gate=mlp_gate)
+    norm = (lambda layer, v: layer(v)) if norm_first else (lambda layer, v: v)
+    post = (lambda layer, v: v) if norm_first else (lambda layer, v: layer(v))
+    attended = keras.ops.convert_to_numpy(block.attention(norm(block.attention_norm, x)))
+    h = post(block.attention_norm, x + attention_gate[:, None, None] * attended)
+    h = keras.ops.convert_to_numpy(h)
+    mlp = block.mlp_output(block.mlp_hidden(norm(block.mlp_norm, h)))
+    expected = post(block.mlp_norm, h + mlp_gate[..., None] * keras.ops.convert_to_numpy(mlp))
+    np.testing.assert_allclose(output, expected, atol=1e-5)
+
+
+def test_block_gate_of_wrong_rank_is_rejected():
+    block = TransformerBlock(num_heads=2, mlp_dim=8)
+    x = np.zeros((2, 5, 8), "float32")
+    with pytest.raises(ValueError, match="Received: gate.shape"):
+        block(x, mlp_gate=np.ones((2, 5, 1)))
