@@ -12,6 +12,7 @@ causal pattern with `MultiHeadAttention(..., use_causal_mask=True)`.
 
 import argparse
 import json
+import math
 import os
 import time
 
@@ -25,6 +26,8 @@ import tensorflow as tf  # noqa: E402
 from keras_attn.layers import MultiHeadSelfAttention  # noqa: E402
 from keras_attn.utils import run_metadata  # noqa: E402
 
+MAX_ROUNDS = 400
+
 
 def forward_backward(call, variables):
     @tf.function(jit_compile=True)
@@ -36,17 +39,34 @@ def forward_backward(call, variables):
     return step
 
 
-def seconds_per_step(steps, x, repeats):
-    """Median seconds of each step, the steps run in turn `repeats` times."""
+def seconds_per_step(steps, x, repeats, min_seconds):
+    """Median seconds of each step over interleaved rounds.
+
+    Every step runs once per round, in an order that alternates between
+    rounds so neither step always follows the other. There are `repeats`
+    rounds, or more for short steps: enough that each step runs for at least
+    `min_seconds` in all.
+    """
     for step in steps:
-        step(x)  # compile
+        _run(step, x)  # compile
+    first = max(_timed(step, x) for step in steps)
+    rounds = max(repeats, min(MAX_ROUNDS, math.ceil(min_seconds / max(first, 1e-6))))
     times = [[] for _ in steps]
-    for _ in range(repeats):
-        for step, record in zip(steps, times, strict=True):
-            start = time.perf_counter()
-            tf.nest.map_structure(lambda t: t.numpy(), step(x))
-            record.append(time.perf_counter() - start)
-    return [float(np.median(record)) for record in times]
+    for round_index in range(rounds):
+        order = range(len(steps)) if round_index % 2 == 0 else reversed(range(len(steps)))
+        for index in order:
+            times[index].append(_timed(steps[index], x))
+    return [float(np.median(record)) for record in times], rounds
+
+
+def _run(step, x):
+    return tf.nest.map_structure(lambda t: t.numpy(), step(x))
+
+
+def _timed(step, x):
+    start = time.perf_counter()
+    _run(step, x)
+    return time.perf_counter() - start
 
 
 def main():
@@ -59,12 +79,18 @@ def main():
     parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5, help="fewest timing rounds")
+    parser.add_argument(
+        "--min-seconds", type=float, default=2.0, help="least total time per step and length"
+    )
     parser.add_argument("--output", default="results/benchmarks/attention_core.json")
     args = parser.parse_args()
     key_dim = args.dim // args.heads
-    print(f"batch={args.batch} dim={args.dim} heads={args.heads}, XLA, median of {args.repeats}")
-    print(f"{'pattern':>7} {'L':>6} {'keras MHA (ms)':>15} {'core (ms)':>10} {'core/keras':>11}")
+    print(
+        f"batch={args.batch} dim={args.dim} heads={args.heads}, XLA, median of interleaved rounds"
+    )
+    header = f"{'pattern':>7} {'L':>6} {'rounds':>6} {'keras MHA (ms)':>15} {'core (ms)':>10}"
+    print(f"{header} {'core/keras':>11}")
     rows = []
     for pattern in args.patterns:
         for length in args.lengths:
@@ -79,23 +105,27 @@ def main():
                 lambda v, layer=baseline, c=pattern == "causal": layer(v, v, use_causal_mask=c),
                 baseline.trainable_variables,
             )
-            baseline_time, core_time = seconds_per_step([baseline_step, core_step], x, args.repeats)
+            (baseline_time, core_time), rounds = seconds_per_step(
+                [baseline_step, core_step], x, args.repeats, args.min_seconds
+            )
             ratio = core_time / baseline_time
             rows.append(
                 {
                     "pattern": pattern,
                     "length": length,
+                    "rounds": rounds,
                     "keras_seconds": baseline_time,
                     "core_seconds": core_time,
                     "ratio": ratio,
                 }
             )
             print(
-                f"{pattern:>7} {length:>6} {baseline_time * 1e3:>15.2f} {core_time * 1e3:>10.2f} "
-                f"{ratio:>11.2f}",
+                f"{pattern:>7} {length:>6} {rounds:>6} {baseline_time * 1e3:>15.2f} "
+                f"{core_time * 1e3:>10.2f} {ratio:>11.2f}",
                 flush=True,
             )
-    settings = {k: getattr(args, k) for k in ("batch", "dim", "heads", "repeats")}
+    names = ("batch", "dim", "heads", "repeats", "min_seconds")
+    settings = {name: getattr(args, name) for name in names}
     os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
     with open(args.output, "w") as f:
         meta = run_metadata(started_at, "benchmark")

@@ -16,10 +16,12 @@ reports:
 - measured peak: the rise of the process's resident-memory high-water mark
   (`VmHWM` in `/proc/self/status`, reset through `/proc/self/clear_refs`
   just before the runs) over the resident memory before them: what the step
-  really touched, allocator overhead included. TensorFlow pools the buffers
-  of a run, so its later runs never raise the mark; there it is measured
-  over the first call, XLA compilation included (Linux only; glibc's mmap
-  threshold is pinned so that freed buffers are returned, not reused).
+  really touched, allocator overhead included, measured over the timed runs
+  after a warm-up call (Linux only; glibc's mmap threshold is pinned so that
+  freed buffers are returned, not reused). The TensorFlow worker runs with
+  `TF_ENABLE_ONEDNN_OPTS=0`: oneDNN's CPU allocator keeps freed buffers
+  pooled, so later runs would never raise the mark. TensorFlow's first call
+  (XLA compilation + one run) is reported apart as `first_call_rss_bytes`.
 - time: median wall time of the compiled step (a single run when one run
   takes over 10 s).
 
@@ -76,12 +78,16 @@ def worker(args):
         before = _status_bytes("VmRSS")
         seconds = _time_runs(step, args.repeats)
     else:
-        # TensorFlow keeps the buffers of a run pooled, so later runs do not
-        # raise the high-water mark: measure the first call (compile + run).
+        # The first call compiles; its rise (compile + run) is kept apart. The
+        # worker runs without oneDNN's pooling allocator, so the buffers of
+        # every later run are mapped afresh and show in the high-water mark.
         step = _tensorflow_step(layer, forward, x)
         _reset_peak_rss()
         before = _status_bytes("VmRSS")
         step()
+        report["first_call_rss_bytes"] = _status_bytes("VmHWM") - before
+        _reset_peak_rss()
+        before = _status_bytes("VmRSS")
         seconds = _time_runs(step, args.repeats)
     measured = _status_bytes("VmHWM") - before
     print(json.dumps({**report, "ran": True, "rss_bytes": measured, "seconds": seconds}))
@@ -163,6 +169,7 @@ def measure(backend, layer, length, args):
     # unmap it when freed), so each run's buffers show in the high-water mark.
     env = {**os.environ, "KERAS_BACKEND": backend, "MALLOC_MMAP_THRESHOLD_": "131072"}
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env["TF_ENABLE_ONEDNN_OPTS"] = "0"  # oneDNN's CPU allocator pools freed buffers
     command += ["--backend-worker", backend]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
     result = subprocess.run(command, capture_output=True, text=True, env=env)

@@ -256,7 +256,6 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         inputs = ops.add(inputs, ops.zeros((), inputs.dtype))
         query, key = self.project_queries_and_keys(inputs)
         value = self._value_dense(inputs)  # (batch, length, heads, value_dim)
-        query = query * ops.cast(1.0 / math.sqrt(self.key_dim), query.dtype)
         if self.is_sparse:
             context, scores = self._sparse_attention(query, key, value, mask, training)
         else:
@@ -332,6 +331,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def _dense_attention(self, query, key, value, mask, attention_mask, training, scores):
         if self._can_fuse(query, value, training, scores):
             return self._fused_attention(query, key, value, mask, attention_mask), None
+        query = self._scaled(query)
         length = ops.shape(query)[1]
         # (batch, heads, length_q, length_k)
         logits = ops.einsum("bqhd,bkhd->bhqk", query, key)
@@ -373,7 +373,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             key,
             value,
             mask=fused_mask,
-            scale=1.0,
+            scale=1.0 / math.sqrt(self.key_dim),
             is_causal=self.attention_pattern == "causal",
         )  # (batch, length, heads, value_dim)
         rows = self._rows_with_keys(mask, attention_mask)
@@ -398,7 +398,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             return ops.cumsum(ops.cast(mask, "int32"), axis=1) > 0  # (batch, length)
         return ops.any(ops.cast(mask, "bool"), axis=1, keepdims=True)  # (batch, 1)
 
+    def _scaled(self, query):
+        """`query / sqrt(key_dim)`, the scale of the explicit paths."""
+        return query * ops.cast(1.0 / math.sqrt(self.key_dim), query.dtype)
+
     def _sparse_attention(self, query, key, value, mask, training):
+        query = self._scaled(query)
         length = ops.shape(query)[1]
         offsets = self.attention_pattern.static_offsets(length)
         if offsets is None:
