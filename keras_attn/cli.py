@@ -149,13 +149,17 @@ def _configured_backend():
 
 def _describe(module, entry):
     doc = (module.__doc__ or entry.help).strip()
-    times = textwrap.fill(
-        f"Expected run time on 2 CPU cores: fast setting (default) {entry.fast_time}, "
-        f"--full {entry.full_time}. The fast setting is a smoke test: its numbers are not the "
-        f"paper's result. Results and the paper's numbers: docs/{entry.page}. {_SEEDS_HELP}.",
+    times = (
+        "Run time on 2 CPU cores:\n"
+        f"  fast setting (default): {entry.fast_time}\n"
+        f"  --full: {entry.full_time}"
+    )
+    notes = textwrap.fill(
+        "The fast setting is a smoke test: its numbers are not the paper's result. Results "
+        f"and the paper's numbers: docs/{entry.page}. {_SEEDS_HELP}.",
         width=76,
     )
-    return f"{doc}\n\n{times}"
+    return f"{doc}\n\n{times}\n{notes}"
 
 
 def _setting(args):

@@ -64,6 +64,20 @@ def test_registry_matches_the_modules():
 
 
 @pytest.mark.parametrize("name", sorted(reproduce.REPRODUCTIONS))
+def test_fast_times_are_measured_where_a_result_is_committed(name):
+    entry = reproduce.REPRODUCTIONS[name]
+    path = os.path.join("results", f"{name}-fast.json")
+    if not os.path.isfile(path):
+        assert entry.fast_time.endswith("(estimate)")
+    else:
+        with open(path) as file:
+            meta = json.load(file)["meta"]
+        load = meta["load_average"][0]
+        assert entry.fast_time == f"{meta['wall_time_s']:.0f} s (measured at load {load:.1f})"
+    assert entry.full_time.endswith("(estimate)")
+
+
+@pytest.mark.parametrize("name", sorted(reproduce.REPRODUCTIONS))
 def test_every_reproduction_option_is_described(name):
     paper_parser = _subparser(_subparser(cli.build_parser(["reproduce", name]), "reproduce"), name)
     entry = reproduce.REPRODUCTIONS[name]

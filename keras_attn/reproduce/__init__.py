@@ -24,8 +24,11 @@ class Reproduction:
     Attributes:
         module: module name inside `keras_attn.reproduce`.
         help: one line, the module's `HELP`.
-        fast_time: expected wall time of the fast (default) setting on 2 CPU cores.
-        full_time: expected wall time of `--full` on 2 CPU cores.
+        fast_time: wall time of the fast (default) setting on 2 CPU cores:
+            "measured" with the load of the run where `results/NAME-fast.json`
+            is committed (a test checks the number), otherwise an estimate.
+        full_time: wall time of `--full` on 2 CPU cores, an estimate (no full
+            run is committed yet).
         page: the documentation page of the paper, relative to `docs/`.
     """
 
@@ -36,69 +39,70 @@ class Reproduction:
     page: str
 
 
-# Times: estimates for 2 otherwise idle CPU cores, from the runs described on each page.
+# Times on 2 CPU cores: measured ones come from the `meta` of the committed
+# result file, on a shared machine whose load is given; estimates are for idle cores.
 REPRODUCTIONS = {
     "adavit": Reproduction(
         "adavit",
         "AdaViT on Fashion-MNIST: accuracy vs MACs and fast-path latency at several γ.",
-        "about 5 minutes",
-        "about 30 minutes",
+        "about 5 minutes (estimate)",
+        "about 30 minutes (estimate)",
         "adavit.md",
     ),
     "bsarec": Reproduction(
         "bsarec",
         "BSARec vs SASRec next-item recommendation on MovieLens-100K.",
-        "about 2 minutes",
-        "about 10 minutes",
+        "about 2 minutes (estimate)",
+        "about 10 minutes (estimate)",
         "bsarec.md",
     ),
     "ffn-memories": Reproduction(
         "ffn_memories",
         "Key-value memories in the feed-forward layers of a word-level LM on Jane Austen.",
-        "about 10 minutes",
-        "about 30 minutes",
+        "about 10 minutes (estimate)",
+        "about 30 minutes (estimate)",
         "ffn-memories.md",
     ),
     "heads": Reproduction(
         "heads",
         "Head importance and pruning of MiniLM on Bible-section classification (Michel et al.).",
-        "about 15 minutes",
-        "about 45 minutes",
+        "about 15 minutes (estimate)",
+        "about 45 minutes (estimate)",
         "head-pruning.md",
     ),
     "logsparse": Reproduction(
         "logsparse",
         "LogSparse + convolutional attention vs full attention and seasonal naive (R0.5/R0.9).",
-        "under a minute",
-        "about 4 minutes",
+        "9 s (measured at load 4.3)",
+        "about 4 minutes (estimate)",
         "logsparse.md",
     ),
     "mimetic": Reproduction(
         "mimetic",
         "Small ViT on Fashion-MNIST: default vs mimetic attention init; MiniLM weight analysis.",
-        "about 3 minutes",
-        "about 10 minutes",
+        "392 s (measured at load 5.0)",
+        "about 10 minutes (estimate)",
         "mimetic-init.md",
     ),
     "parity": Reproduction(
         "parity",
         "FIRST/PARITY length generalisation with and without log-length scaled attention.",
-        "about 2 minutes",
-        "about 10 minutes",
+        "60 s (measured at load 2.9)",
+        "about 10 minutes (estimate)",
         "parity-first.md",
     ),
     "t2t": Reproduction(
         "t2t",
         "T2T-ViT vs plain ViT and deep-narrow vs shallow-wide on Fashion-MNIST.",
-        "about 5 minutes",
-        "about 15 minutes",
+        "363 s (measured at load 4.0)",
+        "about 15 minutes (estimate)",
         "t2t-vit.md",
     ),
     "topics": Reproduction(
         "topics",
         "Topic structure in a one-layer attention model trained on LDA data, and in MiniLM.",
-        "about 3 minutes",
-        "about 8 minutes",
+        "about 3 minutes (estimate)",
+        "about 8 minutes (estimate)",
         "topic-structure.md",
     ),
 }

@@ -10,11 +10,15 @@ Each layer's test module builds one `LayerChecks` and runs every check in
         CHECKS.run(check, tmp_path)
 """
 
+import atexit
 import inspect
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
 import unittest
 import warnings
 
@@ -27,22 +31,39 @@ NEEDS_FOLDER = ("keras_save_load", "saved_model", "fresh_process_reload")
 # units of each format's rounding (float16 2**-11, bfloat16 2**-8).
 MIXED_RTOL = {"mixed_float16": 5e-3, "mixed_bfloat16": 4e-2}
 # The fresh process imports keras_attn and nothing else of the test suite, so
-# a layer that is only registered for serialization by a test fails here.
-RELOAD_SCRIPT = textwrap.dedent(
+# a layer that is only registered for serialization by a test fails here. One
+# such process per test process serves every reload, since starting one costs
+# seconds: it reads `[model, inputs, outputs, reply]` paths as JSON lines and
+# writes to `reply` the traceback of a failed reload, or nothing.
+RELOAD_SERVER = textwrap.dedent(
     """
+    import json
+    import os
     import sys
+    import traceback
+
     import keras
     import numpy as np
     import keras_attn
 
-    model = keras.models.load_model(sys.argv[1])
-    data = dict(np.load(sys.argv[2]))
-    inputs = [data[f"input_{i}"] for i in range(len(data))]
-    outputs = model(inputs if len(inputs) > 1 else inputs[0])
-    outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
-    np.savez(sys.argv[3], *[keras.ops.convert_to_numpy(x) for x in outputs])
+    for line in sys.stdin:
+        model_path, inputs_path, outputs_path, reply_path = json.loads(line)
+        try:
+            model = keras.models.load_model(model_path)
+            data = dict(np.load(inputs_path))
+            inputs = [data[f"input_{i}"] for i in range(len(data))]
+            outputs = model(inputs if len(inputs) > 1 else inputs[0])
+            outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+            np.savez(outputs_path, *[keras.ops.convert_to_numpy(x) for x in outputs])
+            reply = ""
+        except Exception:
+            reply = traceback.format_exc()
+        with open(reply_path + ".part", "w") as file:
+            file.write(reply)
+        os.replace(reply_path + ".part", reply_path)
     """
 )
+RELOAD_TIMEOUT_S = 300
 
 
 class LayerChecks:
@@ -210,7 +231,8 @@ class LayerChecks:
 
         Runs on TensorFlow only: what it tests (that every saved object is
         registered by `import keras_attn`) does not depend on the backend,
-        and a fresh process costs seconds.
+        and a fresh process costs seconds. One fresh process, started at the
+        first reload, serves every reload of the test process.
         """
         if keras.backend.backend() != "tensorflow":
             raise unittest.SkipTest("Registration does not depend on the backend.")
@@ -221,18 +243,8 @@ class LayerChecks:
         model.save(path)
         np.savez(tmp_path / "inputs.npz", **{f"input_{i}": x for i, x in enumerate(data)})
         outputs = tmp_path / "outputs.npz"
-        # The fresh process imports the same keras_attn as this one.
-        package_root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
-        env = {**os.environ, "KERAS_BACKEND": keras.backend.backend(), "PYTHONPATH": package_root}
-        result = subprocess.run(
-            [sys.executable, "-c", RELOAD_SCRIPT, path, str(tmp_path / "inputs.npz"), outputs],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=300,
-        )
-        assert result.returncode == 0, f"Reload in a fresh process failed:\n{result.stderr[-3000:]}"
+        error = _reload_in_fresh_process(path, tmp_path / "inputs.npz", outputs)
+        assert not error, f"Reload in a fresh process failed:\n{error[-3000:]}"
         reloaded = np.load(outputs)
         actual = [reloaded[f"arr_{i}"] for i in range(len(reloaded.files))]
         self._assert_same_outputs(actual, expected)
@@ -374,6 +386,48 @@ class LayerChecks:
         model = model or self.make_model()
         first = _as_list(model.outputs)[0]
         return keras.Model(model.inputs, first)
+
+
+_RELOAD = {}  # the reload process and its stderr file, once started
+
+
+def _reload_in_fresh_process(model_path, inputs_path, outputs_path):
+    """Runs one reload in the reload process; returns its traceback, or "" on success."""
+    process = _reload_process()
+    reply = f"{outputs_path}.reply"
+    process.stdin.write(json.dumps([str(model_path), str(inputs_path), str(outputs_path), reply]))
+    process.stdin.write("\n")
+    process.stdin.flush()
+    deadline = time.monotonic() + RELOAD_TIMEOUT_S
+    while not os.path.exists(reply):
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            _RELOAD["stderr"].seek(0)
+            return f"The reload process stopped or hung:\n{_RELOAD.pop('stderr').read()}"
+        time.sleep(0.02)
+    with open(reply) as file:
+        return file.read()
+
+
+def _reload_process():
+    process = _RELOAD.get("process")
+    if process is not None and process.poll() is None:
+        return process
+    # The fresh process imports the same keras_attn as this one.
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    env = {**os.environ, "KERAS_BACKEND": keras.backend.backend(), "PYTHONPATH": package_root}
+    _RELOAD["stderr"] = tempfile.TemporaryFile("w+")
+    _RELOAD["process"] = subprocess.Popen(
+        [sys.executable, "-c", RELOAD_SERVER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=_RELOAD["stderr"],
+        text=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
+    )
+    atexit.register(_RELOAD["process"].kill)
+    return _RELOAD["process"]
 
 
 def _as_list(value):
