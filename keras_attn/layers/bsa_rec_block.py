@@ -22,6 +22,8 @@ from keras_attn.utils.validation import (
 )
 
 DEFAULT_KERNEL_INITIALIZER = {"class_name": "RandomNormal", "config": {"stddev": 0.02}}
+# The official code's additive attention mask: masked logits get -10000.
+OFFICIAL_ADDITIVE_MASK = -10000.0
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -41,11 +43,16 @@ class BSARecBlock(keras.layers.Layer):
     `alpha = 0` gives the SASRec block (no filter is built), `alpha = 1` the
     filter alone (no attention is built).
 
-    The official code masks with an additive `-10000`; the core removes
-    masked keys exactly. The two agree for every query that sees at least one
-    real item. A padded query (left padding, nothing visible) gets a zero
-    attention context here, while the official code averages over all
-    positions, future ones included.
+    Padded positions: like the official code, the block adds
+    `additive_mask = -10000` to the logits of masked (padded or future)
+    keys, the core's `additive_mask` option. A query that sees a real item
+    gets the same weights as with exact masking; a padded query of a
+    left-padded history (no key visible) attends over every position,
+    future real items included, with weights `softmax(logits - 10000)`.
+    Its output is never scored, but the next block's filter mixes every
+    position, so it reaches the real positions: with two or more blocks
+    this choice changes the model's outputs. `additive_mask=None` uses the
+    core's exact masking instead, where a padded query gets a zero context.
 
     Args:
         num_heads: int, attention heads; the head size is `dim // num_heads`.
@@ -60,6 +67,10 @@ class BSARecBlock(keras.layers.Layer):
         attention_dropout: float in `[0, 1)`, dropout on the attention weights.
         layer_norm_epsilon: float, epsilon of the LayerNorms (`1e-12` in the
             official code).
+        additive_mask: negative float or `None`, the attention core's
+            `additive_mask`: added to the logits of masked keys. Defaults to
+            the official code's `-10000.0`; `None` masks exactly (padded
+            queries get a zero context).
         activation: activation of the feed-forward hidden layer; `"gelu"` is
             the exact (erf) GELU.
         kernel_initializer: initializer of every kernel. Defaults to a normal
@@ -97,6 +108,7 @@ class BSARecBlock(keras.layers.Layer):
         dropout=0.0,
         attention_dropout=0.0,
         layer_norm_epsilon=1e-12,
+        additive_mask=OFFICIAL_ADDITIVE_MASK,
         activation="gelu",
         kernel_initializer=None,
         seed=None,
@@ -110,6 +122,11 @@ class BSARecBlock(keras.layers.Layer):
         self.dropout = check_rate("dropout", dropout)
         self.attention_dropout = check_rate("attention_dropout", attention_dropout)
         self.layer_norm_epsilon = check_positive("layer_norm_epsilon", layer_norm_epsilon)
+        self.additive_mask = (
+            None
+            if additive_mask is None
+            else check_float("additive_mask", additive_mask, high=0.0, high_open=True)
+        )
         self.activation = keras.activations.get(activation)
         self.kernel_initializer = keras.initializers.get(
             kernel_initializer or DEFAULT_KERNEL_INITIALIZER
@@ -149,6 +166,7 @@ class BSARecBlock(keras.layers.Layer):
                 dim // self.num_heads,
                 dropout=self.attention_dropout,
                 attention_pattern="causal",
+                additive_mask=self.additive_mask,
                 kernel_initializer=self._initializer(),
                 seed=self.seed,
                 dtype=self.dtype_policy,
@@ -216,6 +234,7 @@ class BSARecBlock(keras.layers.Layer):
                 "dropout": self.dropout,
                 "attention_dropout": self.attention_dropout,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
+                "additive_mask": self.additive_mask,
                 "activation": keras.activations.serialize(self.activation),
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "seed": self.seed,

@@ -18,6 +18,7 @@ from keras_attn.layers.attention_pattern import AttentionPattern
 from keras_attn.utils.validation import (
     check_bool,
     check_choice,
+    check_float,
     check_int,
     check_optional_int,
     check_rate,
@@ -38,10 +39,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     Computes `softmax(s * Q K^T / sqrt(key_dim)) V` per head, where `s` is 1
     or, with `logit_scale="log_length"`, the natural log of the number of
     unmasked positions of each example. Which keys a query may see is set by
-    `attention_pattern`; Keras masks (padding) remove keys as well. A query
-    with no visible key outputs zeros (it never attends to masked or future
-    positions). The softmax always runs in float32, also under mixed
-    precision.
+    `attention_pattern`; Keras masks (padding) remove keys as well. By
+    default a query with no visible key outputs zeros (it never attends to
+    masked or future positions); `additive_mask` instead reproduces code
+    that adds a large negative number to masked logits. The softmax always
+    runs in float32, also under mixed precision.
 
     Args:
         num_heads: int, number of attention heads.
@@ -67,6 +69,16 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             `keras.ops.dot_product_attention`, which reaches fused (flash,
             cuDNN) kernels on GPU.
         logit_scale: `"none"` or `"log_length"`.
+        additive_mask: `None` (default) or a negative float, how masked keys
+            are removed. `None` removes them exactly, and a query with no
+            visible key (a padded query of a left-padded causal sequence)
+            outputs zeros. A float `b`, for example `-10000.0` as in BERT and
+            the official BSARec/SASRec code, is added (in float32) to the
+            logit of every masked key instead: a query that sees a key gets
+            the same weights up to `exp(b)`, and a query with no visible key
+            attends over all keys, masked and future ones included, with
+            weights `softmax(logits + b)`. Dense patterns only. It disables
+            the fused `dot_product_attention` path.
         kernel_initializer: initializer of the four projection kernels.
         bias_initializer: initializer of the bias vectors.
         kernel_regularizer: regularizer of the projection kernels.
@@ -116,6 +128,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         output_use_bias=None,
         attention_pattern="dense",
         logit_scale="none",
+        additive_mask=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         kernel_regularizer=None,
@@ -146,6 +159,17 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         )
         self.attention_pattern = attention_pattern
         self.logit_scale = check_choice("logit_scale", logit_scale, LOGIT_SCALES)
+        self.additive_mask = (
+            None
+            if additive_mask is None
+            else check_float("additive_mask", additive_mask, high=0.0, high_open=True)
+        )
+        if self.additive_mask is not None and self.is_sparse:
+            raise ValueError(
+                "`additive_mask` only applies to the dense patterns. "
+                f"Received: additive_mask={additive_mask!r} with "
+                f"attention_pattern={attention_pattern!r}"
+            )
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
@@ -350,7 +374,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def _can_fuse(self, query, value, training, scores):
         """Whether `ops.dot_product_attention` (fused kernels) computes the step."""
         dropout_active = self.dropout > 0 and bool(training)
-        return not (scores or dropout_active) and query.shape[-1] == value.shape[-1]
+        exact_mask = self.additive_mask is None
+        return exact_mask and not (scores or dropout_active) and query.shape[-1] == value.shape[-1]
 
     def _fused_attention(self, query, key, value, mask, attention_mask):
         """Dense attention through `ops.dot_product_attention`.
@@ -450,10 +475,13 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         logits = ops.cast(logits, "float32")
         if self.logit_scale == "log_length":
             logits = logits * self._log_length(ops.shape(logits)[2], mask)
-        logits = ops.where(allowed, logits, MASKED_LOGIT)
-        weights = ops.softmax(logits, axis=-1)
-        # A row with no allowed key gets zero weights instead of a uniform leak.
-        weights = ops.where(ops.any(allowed, axis=-1, keepdims=True), weights, 0.0)
+        if self.additive_mask is None:
+            logits = ops.where(allowed, logits, MASKED_LOGIT)
+            weights = ops.softmax(logits, axis=-1)
+            # A row with no allowed key gets zero weights instead of a uniform leak.
+            weights = ops.where(ops.any(allowed, axis=-1, keepdims=True), weights, 0.0)
+        else:
+            weights = ops.softmax(logits + ops.where(allowed, 0.0, self.additive_mask), axis=-1)
         weights = ops.cast(weights, self.compute_dtype)
         return self._dropout_layer(weights, training=training)
 
@@ -489,6 +517,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                     keras.saving.serialize_keras_object(pattern) if self.is_sparse else pattern
                 ),
                 "logit_scale": self.logit_scale,
+                "additive_mask": self.additive_mask,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),

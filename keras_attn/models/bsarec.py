@@ -11,6 +11,7 @@ official BSARec code's baseline.
 import keras
 
 from keras_attn.layers import BSARecBlock, PositionEmbedding
+from keras_attn.layers.bsa_rec_block import OFFICIAL_ADDITIVE_MASK
 
 INITIALIZER = {"class_name": "RandomNormal", "config": {"stddev": 0.02}}
 
@@ -25,6 +26,7 @@ def build_bsarec(
     cutoff=3,
     dropout=0.5,
     attention_dropout=0.5,
+    additive_mask=OFFICIAL_ADDITIVE_MASK,
     seed=None,
     name="bsarec",
 ):
@@ -46,6 +48,14 @@ def build_bsarec(
         cutoff: int, the paper's `c`: the filter keeps `c // 2 + 1` bins.
         dropout: float, dropout of the embeddings and of every branch.
         attention_dropout: float, dropout of the attention weights.
+        additive_mask: negative float or `None`. Defaults to the official
+            code's `-10000.0`, added to the attention logits of padded and
+            future items, so that the model matches the official one on
+            left-padded histories at every real position: the padded
+            positions then attend over the whole history and, through the
+            filter of the next block, reach the real ones (see
+            `BSARecBlock`). `None` masks exactly instead (padded positions
+            get a zero attention context).
         seed: int, seed of the dropout layers.
         name: model name.
 
@@ -89,6 +99,7 @@ def build_bsarec(
             cutoff=cutoff,
             dropout=dropout,
             attention_dropout=attention_dropout,
+            additive_mask=additive_mask,
             kernel_initializer=INITIALIZER,
             seed=seed,
             name=f"block_{index}",
@@ -106,6 +117,7 @@ def build_sasrec(
     num_heads=2,
     dropout=0.5,
     attention_dropout=0.5,
+    additive_mask=OFFICIAL_ADDITIVE_MASK,
     seed=None,
     name="sasrec",
 ):
@@ -124,6 +136,8 @@ def build_sasrec(
         num_heads: int, attention heads per block.
         dropout: float, dropout of the embeddings and branches.
         attention_dropout: float, dropout of the attention weights.
+        additive_mask: negative float or `None`, as in `build_bsarec`
+            (defaults to the official `-10000.0`).
         seed: int, seed of the dropout layers.
         name: model name.
 
@@ -149,6 +163,7 @@ def build_sasrec(
         alpha=0.0,
         dropout=dropout,
         attention_dropout=attention_dropout,
+        additive_mask=additive_mask,
         seed=seed,
         name=name,
     )

@@ -3,9 +3,12 @@
 Both models are trained the same way (softmax cross-entropy over all items at
 the last position, Adam, the same epochs budget and early stopping on
 validation NDCG@20) for several seeds, then tested leave-one-out with full
-ranking: HR@5/10/20 and NDCG@5/10/20, mean and standard deviation.
+ranking: HR@5/10/20 and NDCG@5/10/20, mean and standard deviation. BSARec's
+alpha and c are first chosen on validation NDCG@20 over a grid (seed 0,
+optionally on the first `--grid-users` users and `--grid-epochs` epochs).
 """
 
+import os
 import time
 
 import keras
@@ -30,7 +33,13 @@ METRICS = ("HR@5", "NDCG@5", "HR@10", "NDCG@10", "HR@20", "NDCG@20")
 # Fast: a quick check (the slow test runs it with 1 seed and 1 epoch). Full: the
 # documented comparison, about 9 CPU-minutes in total.
 FAST = {"users": 200, "seeds": 2, "epochs": 2, "patience": 2, "max_length": 20}
-FULL = {"users": None, "seeds": 3, "epochs": 8, "patience": 3, "max_length": 20}
+FULL = {"users": None, "seeds": 3, "epochs": 200, "patience": 10, "max_length": 50}
+# The official grid; `--alphas` / `--cutoffs` run a part of it.
+ALPHAS = (0.1, 0.3, 0.5, 0.7, 0.9)
+CUTOFFS = (1, 3, 5, 7, 9)
+# Measured (benchmarks/bsarec_training.py): XLA speeds BSARec's training up
+# and slows SASRec's down on CPU; "auto" picks the faster per model.
+AUTO_JIT = {"SASRec": False, "BSARec": True}
 
 
 def add_arguments(parser):
@@ -39,14 +48,27 @@ def add_arguments(parser):
     )
     parser.add_argument("--epochs", type=int, help="Most epochs per run (fast 2, full 8).")
     parser.add_argument("--patience", type=int, help="Early-stopping patience (fast 2, full 3).")
+    parser.add_argument(
+        "--alphas", type=float, nargs="+", help="BSARec filter weights tried (default: no grid)."
+    )
+    parser.add_argument("--cutoffs", type=int, nargs="+", help="BSARec c values tried.")
     parser.add_argument("--alpha", type=float, default=0.9, help="BSARec filter weight.")
     parser.add_argument("--cutoff", type=int, default=3, help="BSARec's c (keeps c//2+1 bins).")
+    parser.add_argument(
+        "--grid-users", type=int, help="Users of the alpha/c search (default: all of the run's)."
+    )
+    parser.add_argument("--grid-epochs", type=int, help="Most epochs per alpha/c candidate.")
     parser.add_argument("--learning-rate", type=float, default=1e-3, help="Adam learning rate.")
     parser.add_argument("--batch-size", type=int, default=256, help="Training batch size.")
     parser.add_argument(
         "--max-length", type=int, help="History length (fast and full 20; the paper's is 50)."
     )
-    parser.add_argument("--jit-compile", action="store_true", help="Train with XLA.")
+    parser.add_argument(
+        "--jit-compile",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="Train with XLA: auto (BSARec on, SASRec off: the faster on CPU), on or off.",
+    )
 
 
 def load_split(max_length, users=None):
@@ -77,14 +99,17 @@ def train_and_test(model, split, epochs, patience, learning_rate, batch_size, ji
         verbose=0,
     )
     seconds = time.perf_counter() - start
+    epochs_run = len(stopping.history)
     test = evaluate_full_ranking(model, split.test_inputs, split.test_targets, split.test_seen)
     return {
         "test": test,
         "best_epoch": stopping.best_epoch + 1,
-        "epochs_run": len(stopping.history),
+        "epochs_run": epochs_run,
         "valid_ndcg20": [m["NDCG@20"] for m in stopping.history],
         "train_loss": [float(v) for v in history.history["loss"]],
         "seconds": seconds,
+        # Training and validation together, per training sequence.
+        "sequences_per_s": epochs_run * len(split.train_targets) / seconds,
     }
 
 
@@ -102,35 +127,32 @@ def summarize(runs):
 
 def run(args):
     started_at = time.time()
+    load_at_start = [round(value, 2) for value in os.getloadavg()]
     setting = FULL if args.full and not is_small_run() else FAST
     seeds = args.seeds or setting["seeds"]
     epochs = args.epochs or setting["epochs"]
     patience = args.patience or setting["patience"]
     max_length = args.max_length or setting["max_length"]
     split, num_items = load_split(max_length, setting["users"])
+    train = {"epochs": epochs, "patience": patience, "lr": args.learning_rate}
+    train["batch_size"] = args.batch_size
+    grid = choose_alpha_and_cutoff(args, max_length, setting["users"], train)
+    alpha, cutoff = grid["chosen"] if grid else (args.alpha, args.cutoff)
     builders = {
         "SASRec": lambda seed: build_sasrec(num_items, max_length, seed=seed),
         "BSARec": lambda seed: build_bsarec(
-            num_items, max_length, alpha=args.alpha, cutoff=args.cutoff, seed=seed
+            num_items, max_length, alpha=alpha, cutoff=cutoff, seed=seed
         ),
     }
     runs = {name: [] for name in MODELS}
     for seed in range(seeds):
         for name in MODELS:
             keras.utils.set_random_seed(seed)
-            result = train_and_test(
-                builders[name](seed),
-                split,
-                epochs,
-                patience,
-                args.learning_rate,
-                args.batch_size,
-                args.jit_compile,
-            )
+            result = fit_run(builders[name](seed), split, train, jit_for(args, name))
             runs[name].append(result)
             print(
                 f"{name} seed {seed}: best epoch {result['best_epoch']}/{result['epochs_run']}, "
-                f"{result['seconds']:.0f} s, "
+                f"{result['seconds']:.0f} s, {result['sequences_per_s']:.0f} sequences/s, "
                 + ", ".join(f"{m} {result['test'][m]:.4f}" for m in METRICS)
             )
     summary = {name: summarize(runs[name]) for name in MODELS}
@@ -143,12 +165,14 @@ def run(args):
         "seeds": seeds,
         "max_epochs": epochs,
         "patience": patience,
-        "alpha": args.alpha,
-        "cutoff": args.cutoff,
+        "alpha": alpha,
+        "cutoff": cutoff,
+        "grid": grid,
         "learning_rate": args.learning_rate,
         "batch_size": args.batch_size,
         "max_length": max_length,
-        "jit_compile": args.jit_compile,
+        "jit_compile": {name: jit_for(args, name) for name in MODELS},
+        "load_average_at_start": load_at_start,
         "summary": summary,
         "bsarec_beats_sasrec": {
             metric: summary["BSARec"][metric]["mean"] > summary["SASRec"][metric]["mean"]
@@ -165,6 +189,49 @@ def run(args):
         setting=results["setting"],
     )
     return results
+
+
+def jit_for(args, name):
+    """Whether model `name` trains under XLA, from `--jit-compile`."""
+    return AUTO_JIT[name] if args.jit_compile == "auto" else args.jit_compile == "on"
+
+
+def fit_run(model, split, train, jit_compile):
+    return train_and_test(
+        model,
+        split,
+        train["epochs"],
+        train["patience"],
+        train["lr"],
+        train["batch_size"],
+        jit_compile,
+    )
+
+
+def choose_alpha_and_cutoff(args, max_length, users, train):
+    """BSARec's alpha and c with the best validation NDCG@20 (seed 0); `None` without a grid."""
+    if not args.alphas and not args.cutoffs:
+        return None
+    alphas, cutoffs = args.alphas or [args.alpha], args.cutoffs or [args.cutoff]
+    grid_users = args.grid_users or users
+    split, num_items = load_split(max_length, grid_users)
+    train = {**train, "epochs": args.grid_epochs or train["epochs"]}
+    candidates = []
+    for alpha in alphas:
+        for cutoff in cutoffs:
+            keras.utils.set_random_seed(0)
+            model = build_bsarec(num_items, max_length, alpha=alpha, cutoff=cutoff, seed=0)
+            result = fit_run(model, split, train, jit_for(args, "BSARec"))
+            best = max(result["valid_ndcg20"])
+            candidates.append({"alpha": alpha, "cutoff": cutoff, "valid_ndcg20": best})
+            print(f"grid alpha={alpha} c={cutoff}: validation NDCG@20 {best:.4f}", flush=True)
+    best = max(candidates, key=lambda c: c["valid_ndcg20"])
+    return {
+        "users": len(split.test_targets),
+        "max_epochs": train["epochs"],
+        "candidates": candidates,
+        "chosen": [best["alpha"], best["cutoff"]],
+    }
 
 
 def print_table(summary, seeds):

@@ -10,7 +10,9 @@ def softmax(logits, axis=-1):
     return exp / exp.sum(axis=axis, keepdims=True)
 
 
-def self_attention_reference(x, layer, allowed=None, head_mask=None, logit_scale=None):
+def self_attention_reference(
+    x, layer, allowed=None, head_mask=None, logit_scale=None, additive_mask=None
+):
     """Multi-head self-attention in numpy with the weights of `layer`.
 
     Args:
@@ -20,6 +22,8 @@ def self_attention_reference(x, layer, allowed=None, head_mask=None, logit_scale
             rows without an allowed key give zeros.
         head_mask: `(heads,)` or `(batch, heads)` multipliers of head outputs.
         logit_scale: array broadcastable to the logits that multiplies them.
+        additive_mask: `None`, or a float added (in float32) to the logits of
+            keys that are not allowed, which then all stay in the softmax.
 
     Returns:
         `(output, weights)`: `(batch, length, out_dim)` and
@@ -43,8 +47,14 @@ def self_attention_reference(x, layer, allowed=None, head_mask=None, logit_scale
     if allowed is None:
         allowed = np.ones(logits.shape, bool)
     allowed = np.broadcast_to(allowed, logits.shape)
-    weights = softmax(np.where(allowed, logits, -1e30))
-    weights = np.where(allowed.any(-1, keepdims=True), weights * allowed, 0.0)
+    if additive_mask is None:
+        weights = softmax(np.where(allowed, logits, -1e30))
+        weights = np.where(allowed.any(-1, keepdims=True), weights * allowed, 0.0)
+    else:
+        masked = logits.astype(np.float32) + np.where(allowed, 0.0, additive_mask).astype(
+            np.float32
+        )
+        weights = softmax(masked.astype(np.float64))
     context = np.einsum("bhqk,bkhd->bqhd", weights, v)  # (batch, length, heads, value_dim)
     if head_mask is not None:
         head_mask = np.asarray(head_mask, dtype=context.dtype)

@@ -24,6 +24,7 @@ CHECKS = LayerChecks(
         {"intermediate_dim": 0},
         {"dropout": 1.0},
         {"attention_dropout": -0.1},
+        {"additive_mask": 1.0},
     ],
     # Filter (beta and norm), attention, its norm, FFN 8 -> 32 -> 8, output norm.
     num_params=8 + 2 * 8 + attention_num_params(8, 2, 4) + 2 * 8 + 9 * 32 + 33 * 8 + 2 * 8,
@@ -56,6 +57,7 @@ def _filter_reference(x, layer):
 
 
 def _block_reference(x, block, mask=None):
+    """The official block; masked keys get `block.additive_mask` added (`None`: removed)."""
     length = x.shape[1]
     allowed = np.tril(np.ones((length, length), bool))[None, None]
     if mask is not None:
@@ -64,7 +66,9 @@ def _block_reference(x, block, mask=None):
     if block.uses_filter:
         mixed = block.alpha * _filter_reference(x, block.fourier_filter)
     if block.uses_attention:
-        attended = self_attention_reference(x, block.attention, allowed)[0]
+        attended = self_attention_reference(
+            x, block.attention, allowed, additive_mask=block.additive_mask
+        )[0]
         mixed = mixed + (1 - block.alpha) * _layer_norm(attended + x, block.attention_norm)
     dense_1, dense_2 = block.intermediate_dense, block.output_dense
     hidden = mixed @ np.asarray(dense_1.kernel) + np.asarray(dense_1.bias)
@@ -89,11 +93,30 @@ def test_matches_numpy_reference(alpha):
     np.testing.assert_allclose(block(x), _block_reference(x, block), atol=1e-4)
 
 
-def test_matches_numpy_reference_with_left_padding():
+@pytest.mark.parametrize("additive_mask", [-10000.0, None])
+def test_matches_numpy_reference_with_left_padding(additive_mask):
     x = _inputs()
     mask = np.array([[0, 0, 0, 1, 1, 1, 1], [1] * 7], bool)
-    block = _built(0.6, x)
+    block = _built(0.6, x, additive_mask=additive_mask)
     np.testing.assert_allclose(block(x, mask=mask), _block_reference(x, block, mask), atol=1e-4)
+
+
+def test_padded_queries_attend_over_the_history_by_default():
+    """Official masking: a padded query's context is not zero, and changes with the history."""
+    x = _inputs()
+    mask = np.array([[0, 0, 0, 1, 1, 1, 1]] * 2, bool)
+    official = _built(0.0, x)
+    exact = _built(0.0, x, additive_mask=None)
+    exact.set_weights(official.get_weights())
+    assert official.additive_mask == -10000.0
+    assert official.attention.additive_mask == -10000.0
+    np.testing.assert_allclose(exact(x, mask=mask)[:, 3:], official(x, mask=mask)[:, 3:], atol=1e-5)
+    changed = x.copy()
+    changed[:, 3:] += 1.0  # real (future) items change the padded rows only officially
+    moved = np.abs(official(changed, mask=mask)[:, :3] - official(x, mask=mask)[:, :3]).max()
+    still = np.abs(exact(changed, mask=mask)[:, :3] - exact(x, mask=mask)[:, :3]).max()
+    assert moved > 1e-2
+    assert still < 1e-5
 
 
 def test_alpha_selects_the_branches_that_are_built():

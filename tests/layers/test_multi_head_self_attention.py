@@ -17,6 +17,9 @@ BAD_ARGUMENTS = [
     {"dropout": 1.0},
     {"attention_pattern": "sparse"},
     {"logit_scale": "log"},
+    {"additive_mask": 0.0},
+    {"additive_mask": "large"},
+    {"additive_mask": -10000.0, "attention_pattern": CausalWindowPattern(window=3)},
 ]
 
 DENSE_CHECKS = LayerChecks(
@@ -123,6 +126,36 @@ def test_padding_mask_removes_keys_and_empty_rows_give_zeros():
     no_keys = np.zeros((1, 7, 7), bool)
     output = layer(x[:1], attention_mask=no_keys)
     np.testing.assert_allclose(output, np.broadcast_to(layer.output_dense.bias, output.shape))
+
+
+def test_additive_mask_lets_queries_without_keys_attend_over_every_key():
+    """The official BSARec/SASRec masking: `-10000` added to masked logits."""
+    x = _inputs()
+    mask = np.array([[0, 0, 0, 1, 1, 1, 1], [1] * 7], bool)  # left padding
+    causal = np.tril(np.ones((7, 7), bool))[None, None]
+    allowed = causal & mask[:, None, None, :]
+    layer = _built(attention_pattern="causal", additive_mask=-10000.0)
+    output, weights = layer(x, mask=mask, return_attention_scores=True)
+    expected, expected_weights = self_attention_reference(x, layer, allowed, additive_mask=-1e4)
+    np.testing.assert_allclose(output, expected, atol=1e-5)
+    np.testing.assert_allclose(weights, expected_weights, atol=1e-6)
+    # The padded queries 0..2 see no key: they attend over all 7 positions,
+    # future real items included, and their weights sum to one.
+    weights = keras.ops.convert_to_numpy(weights)
+    assert np.all(weights[0, :, :3, 3:].sum(-1) > 0.1)
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-6)
+    # Queries that see a key get exactly the weights of the default masking,
+    # and the default gives the padded queries a zero context.
+    exact = _built(attention_pattern="causal")
+    exact.set_weights(layer.get_weights())
+    exact_output = keras.ops.convert_to_numpy(exact(x, mask=mask))
+    np.testing.assert_allclose(exact_output[0, 3:], np.asarray(output)[0, 3:], atol=1e-6)
+    np.testing.assert_allclose(exact_output[1], np.asarray(output)[1], atol=1e-6)
+    bias = keras.ops.convert_to_numpy(exact.output_dense.bias)
+    np.testing.assert_allclose(exact_output[0, :3], np.broadcast_to(bias, (3, 8)), atol=1e-6)
+    assert np.abs(np.asarray(output)[0, :3] - exact_output[0, :3]).max() > 1e-2
+    config = MultiHeadSelfAttention.from_config(layer.get_config()).get_config()
+    assert config["additive_mask"] == -10000.0
 
 
 def test_keras_masking_flows_through_functional_model():
