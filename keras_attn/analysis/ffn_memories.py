@@ -8,9 +8,11 @@ whose feed-forward layers are two `Dense` layers, streams a corpus through
 the model batch by batch (memory stays bounded by the top-k tables) and
 computes the paper's statistics: the top-k trigger prefixes of every key,
 the value-to-vocabulary projection and its agreement with the triggers'
-next tokens, the fraction of active memories, how often a layer's
-prediction matches none of its memories', and whether the residual or the
-feed-forward output decides the layer's top prediction.
+next tokens (against a shuffled-key null), the rank of that next token in
+the value's distribution, the fraction of active memories, how often a
+layer's prediction matches none of its memories', and whether the residual
+or the feed-forward output decides the layer's top prediction. Every rate
+comes with a 95% bootstrap interval.
 
 Reference: Geva, Schuster, Berant, Levy. "Transformer Feed-Forward Layers
 Are Key-Value Memories". EMNLP 2021. https://arxiv.org/abs/2012.14913
@@ -23,6 +25,16 @@ import keras
 import numpy as np
 
 from keras_attn.layers import TransformerBlock
+
+# Per-position statistics, in the order of the per-example count arrays.
+POSITION_STATISTICS = (
+    "active_fraction",
+    "zero_agreement_rate",
+    "memory_sum_zero_agreement_rate",
+    "residual_kept",
+    "ffn_override",
+    "compromise",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,12 +198,24 @@ class MemoryAnalysis:
         value_top_tokens: `(num_memories,)` top token of each value.
         agreement_rate: `(layers,)` share of keys whose value's top token is
             the next token of the key's top trigger.
-        shuffled_agreement_rate: `(layers,)` the same with the keys' triggers
-            randomly permuted within the layer (an empirical chance level).
+        shuffled_agreement_rate: `(layers,)` the same with the keys'
+            triggers randomly permuted within the layer (the null), mean
+            over `permutations` permutations.
+        agreement_p_value: `(layers,)` share of permutations (one added to
+            both counts) whose agreement is at least the observed one.
+        next_token_rank: `(layers,)` median over keys of the rank (0 = top)
+            of the top trigger's next token in the value's distribution.
+        shuffled_next_token_rank: `(layers,)` the same under the permuted
+            triggers, mean over permutations.
         random_baseline: float, `1 / vocabulary_size`.
         active_fraction: `(layers,)` mean share of memories with `m_i > 0`.
         zero_agreement_rate: `(layers,)` share of positions where the top
-            token of the layer's memory sum `sum_i m_i v_i` (projected with
+            token of the layer output (residual + feed-forward output,
+            through `readout`) is the top token of no memory `m_i v_i`
+            (the official definition; a memory with `m_i = 0` has no top
+            token, one with `m_i < 0` the value's bottom token).
+        memory_sum_zero_agreement_rate: `(layers,)` share of positions where
+            the top token of the memory sum `sum_i m_i v_i` (projected with
             `E`, like the values) is the top token of no active memory.
         residual_kept: `(layers,)` share of positions where the top token of
             the layer output (residual + feed-forward output, through
@@ -199,6 +223,10 @@ class MemoryAnalysis:
         ffn_override: `(layers,)` share where it equals the feed-forward
             output's and not the residual's.
         compromise: `(layers,)` share where it equals neither.
+        intervals: dict from each statistic's name to a `(layers, 2)` 95%
+            interval: a bootstrap over keys (agreement, rank) or over
+            examples (the per-position rates); for the shuffled statistics,
+            the 2.5 and 97.5 percentiles of the permutations.
         num_examples: int, sequences seen.
         num_positions: int, valid positions seen.
     """
@@ -211,12 +239,17 @@ class MemoryAnalysis:
     value_top_tokens: list
     agreement_rate: np.ndarray
     shuffled_agreement_rate: np.ndarray
+    agreement_p_value: np.ndarray
+    next_token_rank: np.ndarray
+    shuffled_next_token_rank: np.ndarray
     random_baseline: float
     active_fraction: np.ndarray
     zero_agreement_rate: np.ndarray
+    memory_sum_zero_agreement_rate: np.ndarray
     residual_kept: np.ndarray
     ffn_override: np.ndarray
     compromise: np.ndarray
+    intervals: dict
     num_examples: int
     num_positions: int
 
@@ -247,20 +280,25 @@ class MemoryAnalysis:
         ]
 
     def summary(self):
-        """JSON-friendly dict of the per-layer statistics."""
+        """JSON-friendly dict of the per-layer statistics and their intervals."""
         return {
             "layers": list(self.site_names),
-            "agreement_rate": self.agreement_rate.tolist(),
-            "shuffled_agreement_rate": self.shuffled_agreement_rate.tolist(),
+            **{name: getattr(self, name).tolist() for name in SUMMARY_STATISTICS},
             "random_baseline": self.random_baseline,
-            "active_fraction": self.active_fraction.tolist(),
-            "zero_agreement_rate": self.zero_agreement_rate.tolist(),
-            "residual_kept": self.residual_kept.tolist(),
-            "ffn_override": self.ffn_override.tolist(),
-            "compromise": self.compromise.tolist(),
+            "intervals": {name: value.tolist() for name, value in self.intervals.items()},
             "num_examples": self.num_examples,
             "num_positions": self.num_positions,
         }
+
+
+SUMMARY_STATISTICS = (
+    "agreement_rate",
+    "shuffled_agreement_rate",
+    "agreement_p_value",
+    "next_token_rank",
+    "shuffled_next_token_rank",
+    *POSITION_STATISTICS,
+)
 
 
 class _TopK:
@@ -304,11 +342,22 @@ def _split_batch(batch):
     return inputs, next_tokens, valid
 
 
-def analyze_memories(model, batches, output_embedding, sites=None, top_k=25, readout=None, seed=0):
+def analyze_memories(
+    model,
+    batches,
+    output_embedding,
+    sites=None,
+    top_k=25,
+    readout=None,
+    seed=0,
+    permutations=200,
+    resamples=1000,
+):
     """Streams a corpus through `model` and computes the key-value memory statistics.
 
-    Only the per-key top-k tables and a few counters are kept, so memory does
-    not grow with the corpus.
+    Only the per-key top-k tables and per-example counts of the position
+    statistics (six numbers per layer and sequence, for the bootstrap) are
+    kept, so memory grows only with the number of sequences.
 
     Args:
         model: a Keras model, called eagerly on each batch's inputs.
@@ -323,8 +372,10 @@ def analyze_memories(model, batches, output_embedding, sites=None, top_k=25, rea
         readout: optional callable from `(n, dim)` hidden states to
             `(n, vocabulary_size)` logits for the layer-level statistics
             (for example the final layer norm followed by `E`). Defaults to
-            `h @ E`. Values are always projected with `E` alone.
-        seed: int, seed of the permutation of the shuffled baseline.
+            `h @ E`. Values and memories are always projected with `E` alone.
+        seed: int, seed of the permutations and the bootstrap.
+        permutations: int, permutations of the shuffled-key null.
+        resamples: int, bootstrap resamples of the 95% intervals.
 
     Returns:
         A `MemoryAnalysis`.
@@ -333,61 +384,76 @@ def analyze_memories(model, batches, output_embedding, sites=None, top_k=25, rea
 
     ```python
     analysis = analyze_memories(model, [(tokens, next_tokens)], embedding, top_k=5)
-    analysis.agreement_rate, analysis.active_fraction
+    analysis.agreement_rate, analysis.intervals["agreement_rate"]
     ```
     """
-    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
-        raise ValueError(f"`top_k` must be a positive integer. Received: top_k={top_k!r}")
+    for name, value in (("top_k", top_k), ("permutations", permutations), ("resamples", resamples)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
     sites = transformer_block_sites(model) if sites is None else list(sites)
     embedding = np.asarray(output_embedding)
-    values = [site.values for site in sites]
-    biases = [_output_bias(site) for site in sites]
-    value_tops = [np.argmax(v @ embedding, axis=-1) for v in values]
+    value_logits = [site.values @ embedding for site in sites]  # (memories, vocabulary) each
+    memories = [
+        (site.values, _output_bias(site), np.argmax(logits, -1), np.argmin(logits, -1))
+        for site, logits in zip(sites, value_logits, strict=True)
+    ]
     tables = [_TopK(site.keys.shape[0], top_k) for site in sites]
-    counts = np.zeros((len(sites), 5))  # active, zero agreement, kept, override, compromise
-    num_examples = num_positions = 0
+    counts, lengths = [], []  # per batch: (batch, layers, statistics), (batch,)
+    num_examples = 0
     for batch in batches:
         inputs, next_tokens, valid = _split_batch(batch)
+        batch_counts = np.zeros((len(next_tokens), len(sites), len(POSITION_STATISTICS)))
         for index, (residual, coefficients, ffn_output) in enumerate(
             _run_sites(model, inputs, sites)
         ):
             tables[index].update(coefficients, valid, next_tokens, num_examples)
-            counts[index] += _position_counts(
+            statistics = _position_statistics(
                 residual[valid],
                 coefficients[valid],
                 ffn_output[valid],
-                (values[index], biases[index], embedding, value_tops[index]),
+                (*memories[index], embedding),
                 readout,
-            )
+            )  # (valid positions, statistics)
+            np.add.at(batch_counts[:, index], np.nonzero(valid)[0], statistics)
+        counts.append(batch_counts)
+        lengths.append(valid.sum(axis=1))
         num_examples += len(next_tokens)
-        num_positions += int(valid.sum())
-    rates = counts / max(num_positions, 1)
-    agreement, shuffled = _agreement(tables, value_tops, np.random.default_rng(seed))
+    rng = np.random.default_rng(seed)
+    counts = (
+        np.concatenate(counts) if counts else np.zeros((0, len(sites), len(POSITION_STATISTICS)))
+    )
+    lengths = np.concatenate(lengths) if lengths else np.zeros(0)
+    rates = counts.sum(axis=0) / max(lengths.sum(), 1)  # (layers, statistics)
+    intervals = dict(
+        zip(
+            POSITION_STATISTICS,
+            np.moveaxis(_bootstrap_ratio(counts, lengths, rng, resamples), 1, 0),
+            strict=True,
+        )
+    )
+    keys = _key_statistics(tables, value_logits, rng, permutations, resamples)
+    intervals.update(keys.pop("intervals"))
     return MemoryAnalysis(
         site_names=[site.name for site in sites],
         trigger_scores=[t.scores for t in tables],
         trigger_examples=[t.examples for t in tables],
         trigger_positions=[t.positions for t in tables],
         trigger_next_tokens=[t.next_tokens for t in tables],
-        value_top_tokens=value_tops,
-        agreement_rate=agreement,
-        shuffled_agreement_rate=shuffled,
+        value_top_tokens=[tops for _, _, tops, _ in memories],
         random_baseline=1.0 / embedding.shape[-1],
-        active_fraction=rates[:, 0],
-        zero_agreement_rate=rates[:, 1],
-        residual_kept=rates[:, 2],
-        ffn_override=rates[:, 3],
-        compromise=rates[:, 4],
+        **keys,
+        **{name: rates[:, i] for i, name in enumerate(POSITION_STATISTICS)},
+        intervals=intervals,
         num_examples=num_examples,
-        num_positions=num_positions,
+        num_positions=int(lengths.sum()),
     )
 
 
-def _position_counts(residual, coefficients, ffn_output, site_data, readout):
-    """Counts over valid positions (rows): active memories and prediction matches."""
-    values, bias, embedding, value_tops = site_data
+def _position_statistics(residual, coefficients, ffn_output, site_data, readout):
+    """Per valid position (row), the values of `POSITION_STATISTICS`."""
+    values, bias, value_tops, value_bottoms, embedding = site_data
     if len(coefficients) == 0:
-        return np.zeros(5)
+        return np.zeros((0, len(POSITION_STATISTICS)))
     active = coefficients > 0  # (positions, memories)
     if readout is None:  # Linear readout: reuse the projections.
         residual_logits = residual @ embedding  # (positions, vocabulary)
@@ -400,22 +466,26 @@ def _position_counts(residual, coefficients, ffn_output, site_data, readout):
             for h in (residual, ffn_output, residual + ffn_output)
         )
         memory_logits = (coefficients @ values) @ embedding
-    memory_top = np.argmax(memory_logits, axis=-1)
-    matches_a_memory = np.any(active & (value_tops[None] == memory_top[:, None]), axis=1)
-    residual_top, ffn_top, output_top = (
-        np.argmax(logits, axis=-1) for logits in (residual_logits, ffn_logits, output_logits)
+    residual_top, ffn_top, output_top, memory_top = (
+        np.argmax(logits, axis=-1)
+        for logits in (residual_logits, ffn_logits, output_logits, memory_logits)
     )
+    # The top token of m_i v_i E: the value's top token if m_i > 0, its bottom if m_i < 0.
+    matches_output = (active & (value_tops[None] == output_top[:, None])) | (
+        (coefficients < 0) & (value_bottoms[None] == output_top[:, None])
+    )  # (positions, memories)
+    matches_sum = active & (value_tops[None] == memory_top[:, None])
     kept = output_top == residual_top
     override = ~kept & (output_top == ffn_top)
-    return np.array(
-        [
-            active.mean(axis=1).sum(),
-            np.sum(~matches_a_memory),
-            np.sum(kept),
-            np.sum(override),
-            np.sum(~kept & ~override),
-        ]
+    columns = (
+        active.mean(axis=1),
+        ~matches_output.any(axis=1),
+        ~matches_sum.any(axis=1),
+        kept,
+        override,
+        ~kept & ~override,
     )
+    return np.stack(columns, axis=-1).astype(float)  # (positions, statistics)
 
 
 def _output_bias(site):
@@ -426,14 +496,80 @@ def _output_bias(site):
     return keras.ops.convert_to_numpy(bias)
 
 
-def _agreement(tables, value_tops, rng):
-    agreement, shuffled = [], []
-    for table, tops in zip(tables, value_tops, strict=True):
-        has_trigger = table.examples[:, 0] >= 0
-        next_token = table.next_tokens[:, 0]
-        agreement.append(np.mean((tops == next_token)[has_trigger]) if has_trigger.any() else 0.0)
-        permuted = rng.permutation(np.flatnonzero(has_trigger))
-        shuffled.append(
-            np.mean(tops[permuted] == next_token[has_trigger]) if has_trigger.any() else 0.0
+def _bootstrap_ratio(numerators, denominators, rng, resamples, chunk=100):
+    """95% interval of `sum(numerators) / sum(denominators)` over resampled units.
+
+    Args:
+        numerators: `(units, ...)` array.
+        denominators: `(units,)` array.
+
+    Returns:
+        `(..., 2)` array of the 2.5 and 97.5 percentiles.
+    """
+    units = len(denominators)
+    if units == 0:
+        return np.zeros((*numerators.shape[1:], 2))
+    flat = numerators.reshape(units, -1)  # (units, statistics)
+    estimates = []
+    for start in range(0, resamples, chunk):
+        weights = rng.multinomial(
+            units, np.full(units, 1.0 / units), size=min(chunk, resamples - start)
         )
-    return np.asarray(agreement, float), np.asarray(shuffled, float)
+        totals = np.maximum(weights @ denominators, 1e-12)  # (rows,)
+        estimates.append((weights @ flat) / totals[:, None])  # (rows, statistics)
+    interval = np.percentile(np.concatenate(estimates), [2.5, 97.5], axis=0)  # (2, statistics)
+    return np.moveaxis(interval, 0, -1).reshape(*numerators.shape[1:], 2)
+
+
+KEY_STATISTICS = (
+    "agreement_rate",
+    "shuffled_agreement_rate",
+    "agreement_p_value",
+    "next_token_rank",
+    "shuffled_next_token_rank",
+)
+
+
+def _key_statistics(tables, value_logits, rng, permutations, resamples):
+    """Per layer: agreement, next-token rank, the shuffled null and their intervals."""
+    layers = [
+        _layer_key_statistics(table, logits, rng, permutations, resamples)
+        for table, logits in zip(tables, value_logits, strict=True)
+    ]
+    statistics = {name: np.array([s[name] for s, _ in layers], float) for name in KEY_STATISTICS}
+    statistics["intervals"] = {
+        name: np.array([i[name] for _, i in layers], float).reshape(-1, 2)
+        for name in KEY_STATISTICS
+        if name != "agreement_p_value"
+    }
+    return statistics
+
+
+def _layer_key_statistics(table, logits, rng, permutations, resamples):
+    keys = np.flatnonzero(table.examples[:, 0] >= 0)  # keys with a trigger
+    if len(keys) == 0:
+        return dict.fromkeys(KEY_STATISTICS, 0.0), dict.fromkeys(KEY_STATISTICS, (0.0, 0.0))
+    next_token = table.next_tokens[keys, 0]
+    # ranks[i, t]: rank of token t in value i's distribution (0 = top).
+    ranks = np.argsort(np.argsort(-logits, axis=1, kind="stable"), axis=1)
+    observed = ranks[keys, next_token]  # (keys,)
+    shuffled = np.stack(
+        [ranks[rng.permutation(keys), next_token] for _ in range(permutations)]
+    )  # (permutations, keys): the triggers' next tokens given to other keys' values
+    resampled = observed[rng.integers(0, len(keys), (resamples, len(keys)))]  # (resamples, keys)
+    agreement, shuffled_agreement = np.mean(observed == 0), np.mean(shuffled == 0, axis=1)
+    shuffled_rank = np.median(shuffled, axis=1)  # (permutations,)
+    statistics = {
+        "agreement_rate": agreement,
+        "shuffled_agreement_rate": shuffled_agreement.mean(),
+        "agreement_p_value": (1 + np.sum(shuffled_agreement >= agreement)) / (1 + permutations),
+        "next_token_rank": np.median(observed),
+        "shuffled_next_token_rank": shuffled_rank.mean(),
+    }
+    intervals = {
+        "agreement_rate": np.mean(resampled == 0, axis=1),
+        "shuffled_agreement_rate": shuffled_agreement,
+        "next_token_rank": np.median(resampled, axis=1),
+        "shuffled_next_token_rank": shuffled_rank,
+    }
+    return statistics, {name: np.percentile(v, [2.5, 97.5]) for name, v in intervals.items()}

@@ -30,8 +30,7 @@ P_ONES, P_INVERSE_LENGTH, P_MARK, P_RESULT = 5, 6, 7, 8
 
 # Dimensions of the FIRST residual stream (before mirroring).
 FIRST_DIM = 6
-F_BIT_ONE, F_CLS, F_IS_FIRST, F_FIRST_IS_ONE, F_RESULT = 1, 2, 3, 4, 5
-FIRST_ATTENTION_SCALE = {False: 10.0, True: 100.0}
+F_BIT_ZERO, F_BIT_ONE, F_CLS, F_IS_FIRST, F_FIRST_IS_ONE, F_RESULT = 0, 1, 2, 3, 4, 5
 
 
 def build_exact_parity_transformer(
@@ -120,7 +119,7 @@ def build_exact_parity_transformer(
 
 
 def build_exact_first_transformer(
-    layer_norm=False, epsilon=0.0, output_scale=1.0, attention_scale=None, name="exact_first"
+    layer_norm=False, epsilon=0.0, output_scale=1.0, attention_scale=1.0, name="exact_first"
 ):
     """Builds the exact FIRST transformer as a functional Keras model.
 
@@ -131,6 +130,12 @@ def build_exact_first_transformer(
     ReLU. In layer 2, CLS attends to position 1 (query `attention_scale` on
     the CLS symbol, key `[i = 1]`) and reads `[first bit is 1] - 1/2`.
 
+    Without layer norm the ReLU is `ReLU(bit1 + [i = 1] - 1)`. With layer
+    norm it is `ReLU([i = 1] - bit0 - CLS)`, as in the official layer-norm
+    construction: it has no bias, so it gives the same decision whatever
+    positive factor the layer norm rescales a position by (the first form
+    would also fire at position 1 holding a 0 and at every later 1).
+
     Args:
         layer_norm: bool, whether to add post-norm layer norms (and mirror
             the residual stream) after every residual connection.
@@ -138,10 +143,10 @@ def build_exact_first_transformer(
             `±sqrt(6) * output_scale` at every length.
         output_scale: float, weight of the result dimension in the output
             layer.
-        attention_scale: float, query weight of layer 2. Defaults to the
-            official code's values: 10 without layer norm (the attention to
-            position 1 then fades as strings grow, so the cross-entropy tends
-            to 1 bit) and 100 with layer norm.
+        attention_scale: float, query weight of layer 2, 1 by default as in
+            the official code. The attention to position 1 fades as strings
+            grow, so without layer norm the cross-entropy tends to 1 bit;
+            larger values only delay it.
         name: model name.
 
     Returns:
@@ -157,8 +162,6 @@ def build_exact_first_transformer(
         - [Chiang & Cholak, 2022](https://arxiv.org/abs/2202.12172)
     """
     _check_arguments(epsilon, output_scale)
-    if attention_scale is None:
-        attention_scale = FIRST_ATTENTION_SCALE[bool(layer_norm)]
     half = FIRST_DIM
     model = _build_two_layer_model(
         "first",
@@ -171,11 +174,10 @@ def build_exact_first_transformer(
     )
     mirror = _Mirror(half, layer_norm)
 
-    hidden = np.zeros((mirror.dim, 1))
-    hidden[F_BIT_ONE] = hidden[F_IS_FIRST] = 1.0
+    hidden, hidden_bias = _first_detector(mirror)
     gate = np.zeros((1, half))
     gate[0, F_FIRST_IS_ONE] = 1.0
-    _set_mlp(model, 1, hidden, mirror.writes(gate), hidden_bias=np.array([-1.0]))
+    _set_mlp(model, 1, hidden, mirror.writes(gate), hidden_bias=hidden_bias)
 
     query = np.zeros((mirror.dim, 1, mirror.dim))
     query[F_CLS, 0, 0] = attention_scale
@@ -196,6 +198,22 @@ def build_exact_first_transformer(
     _set_cleanup_mlp(model, mirror, F_RESULT)
     _set_output(model, mirror.dim, F_RESULT, output_scale)
     return model
+
+
+def _first_detector(mirror):
+    """Layer 1's ReLU of FIRST: positive exactly at position 1 holding a 1.
+
+    Returns the hidden kernel `(dim, 1)` and bias `(1,)`. With layer norm the
+    detector is homogeneous (no bias), so each position's rescaling by the
+    layer norm cannot change its sign.
+    """
+    hidden = np.zeros((mirror.dim, 1))
+    hidden[F_IS_FIRST] = 1.0
+    if mirror.mirrored:
+        hidden[F_BIT_ZERO] = hidden[F_CLS] = -1.0  # ReLU([i = 1] - bit0 - CLS)
+        return hidden, np.zeros(1)
+    hidden[F_BIT_ONE] = 1.0  # ReLU(bit1 + [i = 1] - 1)
+    return hidden, np.array([-1.0])
 
 
 class _Mirror:

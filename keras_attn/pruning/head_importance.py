@@ -10,17 +10,18 @@ import numpy as np
 from keras_attn.pruning.attention_layers import attention_layers
 
 
-def head_importance(model, data, loss, normalize=True):
+def head_importance(model, data, loss, normalize=True, token_mask=None):
     """Scores each attention head by the loss gradient w.r.t. its mask.
 
     A mask `ξ_h` multiplies head `h`'s output, and the importance is
-    `I_h = E_x Σ_t |∂L(x)/∂ξ_{h,t}|` at `ξ = 1`, where `t` runs over the
+    `I_h = Σ_x Σ_t |∂L(x)/∂ξ_{h,t}|` at `ξ = 1`, where `t` runs over the
     positions: as in the official code, the absolute value is taken per
-    token (`|<context_h, ∂L/∂context_h>|`) before summing. The official code
-    divides by the number of tokens; here the sum over positions is averaged
-    over examples, a constant factor that the per-layer normalisation
-    removes. With `normalize=True` the scores of each layer are divided by
-    their l2 norm, as the paper does before pruning globally.
+    token (`|<context_h, ∂L/∂context_h>|`) before summing. The sums are
+    scaled as in the official code: the last attention layer's by the
+    number of examples, every other layer's by the number of real (not
+    padding) tokens. With `normalize=True` the scores of each layer are
+    then divided by their l2 norm, as the paper does before pruning
+    globally, which removes these per-layer factors.
 
     The mask is applied by multiplying the input of each attention layer's
     output projection (its `output_dense`) during the computation, so any
@@ -37,6 +38,10 @@ def head_importance(model, data, loss, normalize=True):
             the per-example losses are summed, so that each example's mask
             gradient is its own.
         normalize: bool, divide each layer's scores by their l2 norm.
+        token_mask: optional callable from a batch's `x` to a
+            `(batch, length)` array that is nonzero at real tokens, used to
+            count them. Defaults to every position of the batch (the first
+            attention layer's sequence length).
 
     Returns:
         dict `layer name -> (num_heads,) numpy array` (keys as in
@@ -63,7 +68,7 @@ def head_importance(model, data, loss, normalize=True):
         raise ValueError(f"`model` has no attention layers. Received: model={model.name!r}")
     per_example_loss = _per_example_loss(loss)
     totals = {name: np.zeros(layer.num_heads) for name, layer in layers.items()}
-    examples = 0
+    examples = tokens = 0
     for x, y in data:
         with tf.GradientTape() as tape, _gated_heads(layers, tape) as gates:
             total_loss = tf.reduce_sum(per_example_loss(y, model(x, training=False)))
@@ -71,11 +76,22 @@ def head_importance(model, data, loss, normalize=True):
         for name, gradient in gradients.items():
             # (batch, length, heads, 1) -> (heads,)
             totals[name] += np.abs(gradient.numpy()).sum(axis=(0, 1, 3))
-        examples += int(next(iter(gates.values())).shape[0])
-    scores = {name: total / max(examples, 1) for name, total in totals.items()}
+        first_gate = gates[next(iter(layers))]  # (batch, length, heads, 1)
+        examples += int(first_gate.shape[0])
+        tokens += _count_tokens(token_mask, x, first_gate)
+    last = list(layers)[-1]
+    scores = {
+        name: total / max(examples if name == last else tokens, 1) for name, total in totals.items()
+    }
     if normalize:
         scores = {name: score / (np.linalg.norm(score) + 1e-20) for name, score in scores.items()}
     return scores
+
+
+def _count_tokens(token_mask, x, gate):
+    if token_mask is None:
+        return int(gate.shape[0]) * int(gate.shape[1])
+    return int(np.count_nonzero(keras.ops.convert_to_numpy(token_mask(x))))
 
 
 def _per_example_loss(loss):

@@ -4,9 +4,11 @@ Trains the library's small word-level decoder language model on sentences
 from Jane Austen's six novels (Debian `r-cran-janeaustenr`), then streams
 the training sentences through it and measures, per layer: the agreement
 between each value's top token and the next token of its key's top trigger
-(against a shuffled and a `1/V` baseline), the share of active memories,
-how often the layer's prediction matches no active memory, and whether the
-residual or the feed-forward output decides the layer's top prediction.
+(against the shuffled-key null and `1/V`), the rank of that next token in
+the value's distribution, the share of active memories, how often the
+layer's prediction matches no memory, and whether the residual or the
+feed-forward output decides the layer's top prediction, each with a 95%
+bootstrap interval.
 """
 
 import collections
@@ -36,7 +38,7 @@ SETTINGS = {
                   sentences=1500, analysed=600),
     "fast": dict(vocabulary=5000, length=24, dim=64, depth=4, heads=4, mlp=256, epochs=2,
                  sentences=12000, analysed=4000),
-    "full": dict(vocabulary=8000, length=24, dim=96, depth=6, heads=4, mlp=384, epochs=3,
+    "full": dict(vocabulary=8000, length=24, dim=128, depth=6, heads=4, mlp=1024, epochs=4,
                  sentences=None, analysed=10000),
 }  # fmt: skip
 
@@ -44,11 +46,16 @@ SETTINGS = {
 def add_arguments(parser):
     parser.add_argument("--seed", type=int, default=0, help="seed of the weights and the split")
     parser.add_argument("--top-k", type=int, default=25, help="trigger examples kept per key")
+    parser.add_argument(
+        "--epochs", type=int, default=None, help="training epochs (default: the setting's)"
+    )
 
 
 def run(args):
     setting = "small" if is_small_run() else "full" if args.full else "fast"
-    config = SETTINGS[setting]
+    config = dict(SETTINGS[setting])
+    if args.epochs is not None:
+        config["epochs"] = args.epochs
     keras.utils.set_random_seed(args.seed)
     start = time.time()
     sentences = _sentences(config["sentences"], args.seed)
@@ -173,25 +180,35 @@ def _figure(analysis):
     import matplotlib.pyplot as plt
 
     layers = np.arange(1, len(analysis.site_names) + 1)
-    figure, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    axes[0].plot(layers, 100 * analysis.agreement_rate, "o-", label="value vs trigger")
-    axes[0].plot(layers, 100 * analysis.shuffled_agreement_rate, "s--", label="shuffled keys")
+    figure, axes = plt.subplots(1, 4, figsize=(17, 3.6))
+
+    def plot(axis, name, style, label, scale=100):
+        low, high = scale * analysis.intervals[name].T
+        middle = scale * getattr(analysis, name)
+        axis.errorbar(layers, middle, yerr=[middle - low, high - middle], fmt=style, label=label)
+
+    plot(axes[0], "agreement_rate", "o-", "value vs trigger")
+    plot(axes[0], "shuffled_agreement_rate", "s--", "shuffled keys (null)")
     axes[0].axhline(100 * analysis.random_baseline, color="gray", ls=":", label="1/V")
     axes[0].set(title="Agreement rate (%)", xlabel="layer")
-    axes[0].legend(fontsize=8)
-    axes[1].plot(layers, 100 * analysis.active_fraction, "o-", label="active memories")
-    axes[1].plot(layers, 100 * analysis.zero_agreement_rate, "s-", label="prediction of no memory")
-    axes[1].set(title="Per layer (%)", xlabel="layer", ylim=(0, 100))
-    axes[1].legend(fontsize=8)
+    plot(axes[1], "next_token_rank", "o-", "value vs trigger", scale=1)
+    plot(axes[1], "shuffled_next_token_rank", "s--", "shuffled keys (null)", scale=1)
+    axes[1].set(title="Median rank of the trigger's next token", xlabel="layer", yscale="symlog")
+    plot(axes[2], "active_fraction", "o-", "active memories")
+    plot(axes[2], "zero_agreement_rate", "s-", "output matches no memory (official)")
+    plot(axes[2], "memory_sum_zero_agreement_rate", "^:", "memory sum matches none")
+    axes[2].set(title="Per layer (%)", xlabel="layer", ylim=(0, 100))
+    for axis in axes[:3]:
+        axis.legend(fontsize=7)
     bottom = np.zeros(len(layers))
     for share, label in (
         (analysis.residual_kept, "residual kept"),
         (analysis.compromise, "compromise"),
         (analysis.ffn_override, "FFN override"),
     ):
-        axes[2].bar(layers, 100 * share, bottom=bottom, label=label)
+        axes[3].bar(layers, 100 * share, bottom=bottom, label=label)
         bottom += 100 * share
-    axes[2].set(title="Layer output's top token (%)", xlabel="layer")
-    axes[2].legend(fontsize=8)
+    axes[3].set(title="Layer output's top token (%)", xlabel="layer")
+    axes[3].legend(fontsize=8)
     figure.tight_layout()
     return figure

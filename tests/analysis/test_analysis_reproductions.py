@@ -43,9 +43,13 @@ def test_small_topics_run(tmp_path):
 
 @pytest.mark.slow
 def test_small_ffn_memories_run(tmp_path):
-    args = argparse.Namespace(out=str(tmp_path), full=False, seed=0, top_k=5)
+    args = argparse.Namespace(out=str(tmp_path), full=False, seed=0, top_k=5, epochs=None)
     results = json.loads(ffn_memories.run(args)["json"].read_text())
     shares = np.array([results["residual_kept"], results["ffn_override"], results["compromise"]])
     np.testing.assert_allclose(shares.sum(axis=0), 1.0)
     assert all(0 < a < 1 for a in results["active_fraction"])
     assert results["examples"][0]["triggers"]
+    for name in ("zero_agreement_rate", "agreement_rate", "next_token_rank"):
+        low, high = np.array(results["intervals"][name]).T
+        assert np.all(low <= np.array(results[name]) + 1e-12)
+        assert np.all(np.array(results[name]) <= high + 1e-12)

@@ -99,15 +99,16 @@ def test_streaming_does_not_depend_on_batch_size():
 
 def reference_position_statistics(x, valid, keys, values, bias, embedding, readout):
     """Loop-by-loop numpy reference of the per-position statistics (no residual layer)."""
-    rows = {"active": [], "zero": [], "kept": [], "override": [], "compromise": []}
+    rows = {"active": [], "zero": [], "sum_zero": [], "kept": [], "override": [], "compromise": []}
     for residual in x[valid]:
         m = np.maximum(residual @ keys, 0.0)
         ffn = m @ values + bias
-        layer_top = np.argmax((m @ values) @ embedding)
-        memory_tops = {int(np.argmax(values[i] @ embedding)) for i in range(len(m)) if m[i] > 0}
+        sum_top = np.argmax((m @ values) @ embedding)
+        memory_tops = {int(np.argmax(m[i] * values[i] @ embedding)) for i in range(len(m)) if m[i]}
         rows["active"].append(np.mean(m > 0))
-        rows["zero"].append(layer_top not in memory_tops)
+        rows["sum_zero"].append(sum_top not in memory_tops)
         top_r, top_o, top_y = (np.argmax(readout(h)) for h in (residual, ffn, residual + ffn))
+        rows["zero"].append(top_y not in memory_tops)  # the official definition
         rows["kept"].append(top_y == top_r)
         rows["override"].append(top_y != top_r and top_y == top_o)
         rows["compromise"].append(top_y != top_r and top_y != top_o)
@@ -135,9 +136,57 @@ def test_position_statistics_match_a_loop_reference(nonlinear_readout):
     )
     np.testing.assert_allclose(analysis.active_fraction, [expected["active"]], rtol=1e-6)
     np.testing.assert_allclose(analysis.zero_agreement_rate, [expected["zero"]])
+    np.testing.assert_allclose(analysis.memory_sum_zero_agreement_rate, [expected["sum_zero"]])
+    assert expected["zero"] != expected["sum_zero"]  # the two definitions differ here
     np.testing.assert_allclose(analysis.residual_kept, [expected["kept"]])
     np.testing.assert_allclose(analysis.ffn_override, [expected["override"]])
     np.testing.assert_allclose(analysis.compromise, [expected["compromise"]])
+
+
+def test_next_token_rank_and_the_shuffled_null():
+    model, site = planted_ffn()
+    x, next_tokens, valid = planted_corpus()
+    analysis = analyze_memories(
+        model, batches(x, next_tokens, valid), np.eye(DIM), [site], 3, permutations=50
+    )
+    # Values are one-hot, so every other token ties at rank 1..7 in index order.
+    # Key 3 (value token 0) is followed by token 1: rank 1. The others rank 0.
+    assert analysis.next_token_rank.tolist() == [0.0]
+    # Permuted, a key agrees only if its trigger goes back to itself.
+    assert 0.0 <= analysis.shuffled_agreement_rate[0] < analysis.agreement_rate[0]
+    assert analysis.shuffled_next_token_rank[0] > 0.0
+    low, high = analysis.intervals["agreement_rate"][0]
+    assert low <= analysis.agreement_rate[0] <= high and 0.0 <= low < high <= 1.0
+    assert 1 / 51 <= analysis.agreement_p_value[0] <= 1.0
+    summary = analysis.summary()
+    assert summary["next_token_rank"] == [0.0]
+    assert set(summary["intervals"]) >= {"zero_agreement_rate", "shuffled_agreement_rate"}
+
+
+def test_bootstrap_intervals_bracket_the_rate_and_shrink_with_more_examples():
+    rng = np.random.default_rng(0)
+    inputs = keras.Input((None, 5))
+    hidden = keras.layers.Dense(12, activation="relu")
+    output = keras.layers.Dense(5)
+    model = keras.Model(inputs, output(hidden(inputs)))
+    site = FeedForwardSite(hidden, output)
+    embedding = rng.normal(size=(5, 7))
+    x = rng.normal(size=(40, 3, 5)).astype("float32")
+    widths = []
+    for copies in (1, 16):
+        data = np.concatenate([x] * copies)
+        analysis = analyze_memories(
+            model,
+            batches(data, np.zeros(data.shape[:2], int), np.ones(data.shape[:2], bool), 40),
+            embedding,
+            [site],
+            resamples=400,
+        )
+        low, high = analysis.intervals["active_fraction"][0]
+        assert low <= analysis.active_fraction[0] <= high
+        widths.append(high - low)
+    # 16 times the examples: the interval is about 4 times narrower.
+    assert 2.5 < widths[0] / widths[1] < 6.0
 
 
 def test_keys_values_and_vocabulary_projection():
@@ -172,6 +221,8 @@ def test_bad_arguments():
     model, site = planted_ffn()
     with pytest.raises(ValueError, match="Received: top_k=0"):
         analyze_memories(model, [], np.eye(DIM), [site], top_k=0)
+    with pytest.raises(ValueError, match="Received: resamples=0"):
+        analyze_memories(model, [], np.eye(DIM), [site], resamples=0)
     with pytest.raises(ValueError, match="Each batch must be"):
         analyze_memories(model, [np.zeros((1, 2, DIM))], np.eye(DIM), [site])
     with pytest.raises(ValueError, match="contains no TransformerBlock"):

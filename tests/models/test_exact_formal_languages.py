@@ -93,6 +93,71 @@ def test_cross_entropy_goes_to_zero_as_the_output_scale_grows(task):
     assert entropies[2] < 1e-10
 
 
+def _layer_norm_scale(squares, epsilon, dim=12):
+    """Factor by which a zero-mean layer norm multiplies a vector of `dim` entries."""
+    return 1.0 / np.sqrt(squares / dim + epsilon)
+
+
+def _hand_first_layer_norm_logit(bits, attention_scale, epsilon, output_scale=1.0):
+    """Logit of the layer-norm FIRST model on `bits`, computed by hand.
+
+    Every position holds a few entries `+-v` of the mirrored 12-dimensional
+    stream, so each layer norm is a scalar factor. Layer 1's attention is
+    zero; its ReLU `[i = 1] - bit0 - CLS` fires only at position 1 holding 1.
+    """
+    n = len(bits)
+    single = _layer_norm_scale(2.0, epsilon)  # one symbol per half: CLS and positions >= 2
+    cls = single * _layer_norm_scale(2.0 * single**2, epsilon)
+    first = _layer_norm_scale(4.0, epsilon)  # bit and [i = 1] at position 1
+    if bits[0] == 1:  # the ReLU adds `first` to dim 4: three entries per half
+        key = first * _layer_norm_scale(6.0 * first**2, epsilon)
+        value = 0.5 * key  # -key / 2 + key
+    else:  # two entries per half
+        key = first * _layer_norm_scale(4.0 * first**2, epsilon)
+        value = -0.5 * key
+    logit = attention_scale * cls * key / np.sqrt(12.0)  # the other n positions have logit 0
+    weight = np.exp(logit) / (np.exp(logit) + n)
+    result = weight * value
+    result *= _layer_norm_scale(2.0 * (cls**2 + result**2), epsilon)
+    # Layer 2's network cancels every dimension but the result (two entries +-result).
+    return output_scale * result * _layer_norm_scale(2.0 * result**2, epsilon)
+
+
+FIGURE_SCALES = (1.0, 10.0, 100.0)
+
+
+@pytest.mark.parametrize("attention_scale", FIGURE_SCALES)
+@pytest.mark.parametrize("epsilon", [0.0, 1e-5])
+def test_first_with_layer_norm_matches_the_hand_computation(attention_scale, epsilon):
+    model = build_exact_first_transformer(
+        layer_norm=True, epsilon=epsilon, attention_scale=attention_scale
+    )
+    for length in range(1, 9):
+        tokens, labels = all_bit_strings(length, "first")
+        logits = _logits(model, tokens, chunk=4096)
+        expected = np.array(
+            [_hand_first_layer_norm_logit(t[1:], attention_scale, epsilon) for t in tokens]
+        )
+        np.testing.assert_array_equal(logits > 0, labels > 0.5, err_msg=f"n={length}")
+        np.testing.assert_allclose(
+            1.0 / (1.0 + np.exp(-logits)), 1.0 / (1.0 + np.exp(-expected)), atol=1e-5
+        )
+
+
+def test_first_layer_norm_fails_with_the_no_layer_norm_detector():
+    # The ReLU(bit1 + [i = 1] - 1) of the model without layer norm also fires
+    # after the layer norm rescales position 1 holding a 0 (by sqrt(3)) and
+    # every later 1 (by sqrt(6)), which flips decisions at scale 1.
+    model = build_exact_first_transformer(layer_norm=True)
+    hidden = model.get_layer("layer_1_mlp_hidden")
+    kernel = np.zeros((12, 1), "float32")
+    kernel[[1, 3]] = 1.0
+    hidden.kernel.assign(kernel)
+    hidden.bias.assign(np.array([-1.0], "float32"))
+    tokens, labels = all_bit_strings(5, "first")
+    assert np.mean((_logits(model, tokens) > 0) != (labels > 0.5)) > 0.25
+
+
 def test_models_are_built_from_the_attention_core_and_save(tmp_path):
     model = build_exact_parity_transformer(layer_norm=True)
     attention = [layer for layer in model.layers if isinstance(layer, MultiHeadSelfAttention)]

@@ -52,6 +52,33 @@ def test_matches_official_formula(kind):
     )
 
 
+def _parallel_attention_model():
+    """Two attention layers reading the same input, outputs added: y = A_1(x) + A_2(x)."""
+    keras.utils.set_random_seed(3)
+    x = keras.Input((5, 8))
+    first = MultiHeadSelfAttention(3, 4, name="first")(x)
+    last = MultiHeadSelfAttention(3, 4, name="last")(x)
+    return keras.Model(x, keras.layers.Add()([first, last]))
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_unnormalized_scaling_follows_the_official_code(with_mask):
+    # With L = sum(C * (A_1(x) + A_2(x))) each layer's score is the sum over
+    # examples and tokens of |<ctx_h, dL/dctx_h>| (the hand formula above);
+    # the official code divides the last layer's by the number of examples (3)
+    # and every other layer's by the number of real tokens (15, or 11 masked).
+    model = _parallel_attention_model()
+    real = np.ones((3, 5), bool)
+    if with_mask:
+        real[0, 3:] = real[2, 2:4] = False
+    token_mask = (lambda x: real) if with_mask else None
+    scores = head_importance(model, [(X, C)], linear_loss, normalize=False, token_mask=token_mask)
+    assert list(scores) == ["first", "last"]
+    for name, divisor in (("first", real.sum()), ("last", 3)):
+        summed = 3 * _reference_importance(model.get_layer(name))  # sum over examples
+        np.testing.assert_allclose(scores[name], summed / divisor, rtol=1e-4)
+
+
 def test_batches_average_over_examples():
     model = _attention_model("core")
     whole = head_importance(model, [(X, C)], linear_loss, normalize=False)
