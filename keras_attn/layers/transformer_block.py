@@ -18,10 +18,21 @@ class TransformerBlock(keras.layers.Layer):
     """Self-attention and a two-layer MLP, each with a residual connection.
 
     Pre-norm (`norm_first=True`, as in ViT): `x + attn(LN(x))`, then
-    `x + mlp(LN(x))`. Post-norm: `LN(x + attn(x))`, then `LN(x + mlp(x))`.
+    `x + mlp(LN(x))`. Post-norm (as in BERT): `LN(x + attn(x))`, then
+    `LN(x + mlp(x))`.
+
+    The attention is a `MultiHeadSelfAttention` built from `num_heads`,
+    `key_dim`, `attention_dropout` and `attention_kwargs`, or any attention
+    layer passed as `attention` (for example a `LogSparseAttention` or a
+    `ConvolutionalSelfAttention`): a layer with the core's call signature
+    `attention(x, mask=None, head_mask=None, training=None,
+    return_attention_scores=False)` that keeps the input size. The block
+    serializes it in `get_config` and rebuilds it in `from_config`, as
+    `keras.layers.Bidirectional` does with its layer.
 
     Args:
-        num_heads: int, attention heads.
+        num_heads: int, attention heads. Optional with `attention`, whose
+            `num_heads` it must then equal.
         mlp_dim: int, hidden size of the MLP.
         key_dim: int, size of each head. Defaults to `dim // num_heads`.
         dropout: float, dropout after the attention and in the MLP.
@@ -31,6 +42,10 @@ class TransformerBlock(keras.layers.Layer):
         activation: activation of the MLP's hidden layer.
         attention_kwargs: dict of further `MultiHeadSelfAttention` arguments
             (for example `attention_pattern`, `logit_scale`, `use_bias`).
+        attention: optional attention layer (an unbuilt layer instance, or
+            its `keras.saving.serialize_keras_object` dict) used instead of
+            the default `MultiHeadSelfAttention`; `key_dim`,
+            `attention_dropout` and `attention_kwargs` then stay unset.
         **kwargs: base layer arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -43,14 +58,20 @@ class TransformerBlock(keras.layers.Layer):
         mlp_gate: optional `(batch,)` or `(batch, length)` multiplier of the
             MLP branch before its residual addition.
         training: bool, whether dropout is active.
+        return_attention_scores: bool, also return the attention weights.
 
     Returns:
-        `(batch, length, dim)`.
+        `(batch, length, dim)`, and the attention's weights (for the core
+        `(batch, num_heads, length, keys)`) if `return_attention_scores=True`.
 
     Example:
 
     >>> TransformerBlock(num_heads=2, mlp_dim=32)(np.zeros((2, 5, 16))).shape
     (2, 5, 16)
+    >>> attention = LogSparseAttention(num_heads=2, key_dim=8, name="attention")
+    >>> block = TransformerBlock(mlp_dim=32, attention=attention)
+    >>> block(np.zeros((2, 5, 16)), return_attention_scores=True)[1].shape
+    (2, 2, 5, 4)
 
     References:
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
@@ -58,8 +79,8 @@ class TransformerBlock(keras.layers.Layer):
 
     def __init__(
         self,
-        num_heads,
-        mlp_dim,
+        num_heads=None,
+        mlp_dim=None,
         key_dim=None,
         dropout=0.0,
         attention_dropout=0.0,
@@ -67,10 +88,10 @@ class TransformerBlock(keras.layers.Layer):
         layer_norm_epsilon=1e-6,
         activation="gelu",
         attention_kwargs=None,
+        attention=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.num_heads = check_int("num_heads", num_heads)
         self.mlp_dim = check_int("mlp_dim", mlp_dim)
         self.key_dim = check_optional_int("key_dim", key_dim)
         self.dropout = check_rate("dropout", dropout)
@@ -79,25 +100,44 @@ class TransformerBlock(keras.layers.Layer):
         self.layer_norm_epsilon = check_positive("layer_norm_epsilon", layer_norm_epsilon)
         self.activation = keras.activations.get(activation)
         self.attention_kwargs = dict(attention_kwargs or {})
+        self._custom_attention = attention is not None
+        if self._custom_attention:
+            self.attention = self._checked_attention(attention, num_heads)
+            num_heads = self.attention.num_heads
+        self.num_heads = check_int("num_heads", num_heads)
         self.supports_masking = True
+
+    def _checked_attention(self, attention, num_heads):
+        if isinstance(attention, dict):
+            attention = keras.saving.deserialize_keras_object(attention)
+        if not isinstance(attention, keras.layers.Layer) or not hasattr(attention, "num_heads"):
+            raise ValueError(
+                "`attention` must be an attention layer with a `num_heads` attribute. "
+                f"Received: attention={attention!r}"
+            )
+        if num_heads is not None and num_heads != attention.num_heads:
+            raise ValueError(
+                f"`num_heads` must equal the `num_heads={attention.num_heads}` of `attention`. "
+                f"Received: num_heads={num_heads!r}"
+            )
+        unused = {
+            "key_dim": self.key_dim,
+            "attention_dropout": self.attention_dropout or None,
+            "attention_kwargs": self.attention_kwargs or None,
+        }
+        for name, value in unused.items():
+            if value is not None:
+                raise ValueError(
+                    f"`{name}` configures the default attention and cannot be combined "
+                    f"with `attention`. Received: {name}={value!r}"
+                )
+        return attention
 
     def build(self, input_shape):
         self.input_spec = feature_spec(input_shape)
         dim = input_shape[-1]
-        key_dim = self.key_dim or dim // self.num_heads
-        if key_dim < 1:
-            raise ValueError(
-                f"`num_heads={self.num_heads}` exceeds the input size. "
-                f"Received: input_shape={input_shape}"
-            )
-        self.attention = MultiHeadSelfAttention(
-            self.num_heads,
-            key_dim,
-            dropout=self.attention_dropout,
-            dtype=self.dtype_policy,
-            name="attention",
-            **self.attention_kwargs,
-        )
+        if not self._custom_attention:
+            self.attention = self._default_attention(dim, input_shape)
         self.attention_norm = self._norm("attention_norm")
         self.mlp_norm = self._norm("mlp_norm")
         self.mlp_hidden = keras.layers.Dense(
@@ -105,11 +145,28 @@ class TransformerBlock(keras.layers.Layer):
         )
         self.mlp_output = keras.layers.Dense(dim, dtype=self.dtype_policy, name="mlp_output")
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
-        self.attention.build(input_shape)
+        if not self.attention.built:
+            self.attention.build(input_shape)
         self.attention_norm.build(input_shape)
         self.mlp_norm.build(input_shape)
         self.mlp_hidden.build(input_shape)
         self.mlp_output.build((*input_shape[:-1], self.mlp_dim))
+
+    def _default_attention(self, dim, input_shape):
+        key_dim = self.key_dim or dim // self.num_heads
+        if key_dim < 1:
+            raise ValueError(
+                f"`num_heads={self.num_heads}` exceeds the input size. "
+                f"Received: input_shape={input_shape}"
+            )
+        return MultiHeadSelfAttention(
+            self.num_heads,
+            key_dim,
+            dropout=self.attention_dropout,
+            dtype=self.dtype_policy,
+            name="attention",
+            **self.attention_kwargs,
+        )
 
     def _norm(self, name):
         return keras.layers.LayerNormalization(
@@ -124,19 +181,46 @@ class TransformerBlock(keras.layers.Layer):
         attention_gate=None,
         mlp_gate=None,
         training=None,
+        return_attention_scores=False,
     ):
         x = self.attention_norm(inputs) if self.norm_first else inputs
-        attended = self.attention(x, mask=mask, head_mask=head_mask, training=training)
+        attended = self.attention(
+            x,
+            mask=mask,
+            head_mask=head_mask,
+            training=training,
+            return_attention_scores=return_attention_scores,
+        )
+        attended, scores = attended if return_attention_scores else (attended, None)
         attended = self.dropout_layer(attended, training=training)  # (batch, length, dim)
         x = inputs + _gated(attended, attention_gate)
         x = x if self.norm_first else self.attention_norm(x)
         y = self.mlp_norm(x) if self.norm_first else x
         y = self.mlp_output(self.dropout_layer(self.mlp_hidden(y), training=training))
         x = x + _gated(self.dropout_layer(y, training=training), mlp_gate)
-        return x if self.norm_first else self.mlp_norm(x)
+        x = x if self.norm_first else self.mlp_norm(x)
+        return (x, scores) if return_attention_scores else x
 
     def compute_output_shape(self, input_shape):
         return input_shape
+
+    def compute_output_spec(
+        self,
+        inputs,
+        mask=None,
+        head_mask=None,
+        attention_gate=None,
+        mlp_gate=None,
+        training=None,
+        return_attention_scores=False,
+    ):
+        output = keras.KerasTensor(inputs.shape, self.compute_dtype)
+        if not return_attention_scores:
+            return output
+        _, scores = self.attention.compute_output_spec(
+            inputs, mask=mask, head_mask=head_mask, return_attention_scores=True
+        )
+        return output, scores
 
     def get_config(self):
         config = super().get_config()
@@ -154,6 +238,11 @@ class TransformerBlock(keras.layers.Layer):
                     name: keras.saving.serialize_keras_object(value)
                     for name, value in self.attention_kwargs.items()
                 },
+                "attention": (
+                    keras.saving.serialize_keras_object(self.attention)
+                    if self._custom_attention
+                    else None
+                ),
             }
         )
         return config

@@ -10,6 +10,7 @@ from keras_attn.layers.convolutional_self_attention import ConvolutionalSelfAtte
 from keras_attn.layers.gaussian_head import GaussianHead
 from keras_attn.layers.log_sparse_attention import LogSparseAttention
 from keras_attn.layers.position_embedding import PositionEmbedding
+from keras_attn.layers.transformer_block import TransformerBlock
 
 ATTENTIONS = ("full", "logsparse")
 
@@ -36,9 +37,9 @@ def build_logsparse_forecaster(
     covariates of step `t` (for example hour of day and day of week), and
     outputs the mean and standard deviation of `z[t]`. Inputs are embedded
     as `Dense(z[t-1]) + sum_i Embedding_i(covariate_i[t]) + position`
-    (learned positions), followed by `num_blocks` pre-norm blocks
-    (causal self-attention, then a GELU MLP, each with a residual), a layer
-    norm and a `GaussianHead`. Every attention layer is causal, so the model
+    (learned positions), followed by `num_blocks` pre-norm
+    `TransformerBlock`s (causal self-attention, then a GELU MLP, each with a
+    residual), a layer norm and a `GaussianHead`. Every attention layer is causal, so the model
     trains on all steps of a window at once with
     `GaussianNegativeLogLikelihood` and forecasts autoregressively.
 
@@ -69,6 +70,8 @@ def build_logsparse_forecaster(
         A functional `keras.Model` with inputs `{"lagged_target": (batch,
         length, 1), <covariate>: (batch, length) int32, ...}` and output
         `(batch, length, 2)`: mean and standard deviation of each step.
+        Its blocks are the layers named `block_0`, `block_1`, ..., each
+        with its attention layer as `attention`.
 
     Example:
 
@@ -111,19 +114,25 @@ def build_logsparse_forecaster(
             local_window=local_window,
             subsequence_length=subsequence_length,
             kernel_size=kernel_size,
-            name=f"block_{index}_attention",
         )
-        x = _block(x, attention_layer, mlp_dim or 4 * dim, dropout, f"block_{index}")
+        x = TransformerBlock(
+            mlp_dim=mlp_dim or 4 * dim,
+            dropout=dropout,
+            attention=attention_layer,
+            name=f"block_{index}",
+        )(x)
     x = keras.layers.LayerNormalization(epsilon=1e-6, name="final_norm")(x)
     outputs = GaussianHead(min_scale=min_scale, name="gaussian_head")(x)
     return keras.Model({"lagged_target": lagged, **covariates}, outputs, name=name)
 
 
 def _attention_layer(
-    attention, key_dim, num_heads, variant, local_window, subsequence_length, kernel_size, name
+    attention, key_dim, num_heads, variant, local_window, subsequence_length, kernel_size
 ):
     if attention == "full":
-        return ConvolutionalSelfAttention(num_heads, key_dim, kernel_size=kernel_size, name=name)
+        return ConvolutionalSelfAttention(
+            num_heads, key_dim, kernel_size=kernel_size, name="attention"
+        )
     return LogSparseAttention(
         num_heads,
         key_dim,
@@ -131,20 +140,5 @@ def _attention_layer(
         local_window=local_window if variant == "local" else None,
         subsequence_length=subsequence_length if variant == "restart" else None,
         kernel_size=kernel_size,
-        name=name,
+        name="attention",
     )
-
-
-def _block(x, attention_layer, mlp_dim, dropout, name):
-    """Pre-norm block: `x + attn(LN(x))`, then `x + mlp(LN(x))`."""
-    dim = x.shape[-1]
-    attended = attention_layer(
-        keras.layers.LayerNormalization(epsilon=1e-6, name=f"{name}_norm1")(x)
-    )
-    x = keras.layers.Add(name=f"{name}_add1")([x, keras.layers.Dropout(dropout)(attended)])
-    hidden = keras.layers.LayerNormalization(epsilon=1e-6, name=f"{name}_norm2")(x)
-    hidden = keras.layers.Dense(mlp_dim, activation="gelu", name=f"{name}_mlp_hidden")(hidden)
-    hidden = keras.layers.Dense(dim, name=f"{name}_mlp_output")(
-        keras.layers.Dropout(dropout)(hidden)
-    )
-    return keras.layers.Add(name=f"{name}_add2")([x, keras.layers.Dropout(dropout)(hidden)])

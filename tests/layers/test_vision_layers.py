@@ -4,6 +4,9 @@ import pytest
 
 from keras_attn.layers import (
     ClassToken,
+    ConvolutionalSelfAttention,
+    LogSparseAttention,
+    MultiHeadSelfAttention,
     PatchEmbedding,
     SinCosPositionEmbedding2D,
     TransformerBlock,
@@ -63,12 +66,37 @@ CHECKS = {
         num_params=attention_num_params(8, 2, 4, use_bias=False) + 4 * 8 + 9 * 16 + 17 * 8,
     ),
 }
+# A block around a LogSparse attention layer, given as its serialized dict so
+# that every check builds a fresh one. The block and the attention each pass
+# the whole contract on their own; these checks cover carrying the attention
+# through the block's config, `.keras` files, fresh processes and SavedModels.
+ATTENTION_HOOK_CHECKS = ("config_round_trip", "keras_save_load", "fresh_process_reload")
+ATTENTION_HOOK = LayerChecks(
+    TransformerBlock,
+    {
+        "mlp_dim": 16,
+        "attention": keras.saving.serialize_keras_object(
+            LogSparseAttention(2, 4, variant="local", local_window=2, kernel_size=3)
+        ),
+    },
+    input_shape=(2, 7, 8),
+    extra_inputs={"head_mask": (2,)},
+    num_params=attention_num_params(8, 2, 4, kernel_size=3) + 4 * 8 + 9 * 16 + 17 * 8,
+    bad_init_kwargs=[{"num_heads": 3}, {"key_dim": 4}, {"attention": "dense"}],
+)
 
 
 @pytest.mark.parametrize("check", LayerChecks.CHECKS)
 @pytest.mark.parametrize("layer", sorted(CHECKS))
 def test_layer_contract(layer, check, tmp_path):
     CHECKS[layer].run(check, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "check", (*ATTENTION_HOOK_CHECKS, "saved_model", "bad_arguments", "weight_count")
+)
+def test_block_attention_hook_contract(check, tmp_path):
+    ATTENTION_HOOK.run(check, tmp_path)
 
 
 def test_patch_embedding_is_a_strided_convolution_over_row_major_patches():
@@ -139,3 +167,70 @@ def test_block_gate_of_wrong_rank_is_rejected():
     x = np.zeros((2, 5, 8), "float32")
     with pytest.raises(ValueError, match="Received: gate.shape"):
         block(x, mlp_gate=np.ones((2, 5, 1)))
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_block_with_given_attention_matches_its_definition(norm_first):
+    attention = ConvolutionalSelfAttention(2, 4, kernel_size=3, attention_pattern="causal")
+    block = TransformerBlock(mlp_dim=8, norm_first=norm_first, attention=attention)
+    x = np.random.default_rng(3).normal(size=(2, 5, 8)).astype("float32")
+    output, scores = block(x, return_attention_scores=True)
+    assert block.attention is attention and block.num_heads == 2
+    norm = block.attention_norm if norm_first else (lambda v: v)
+    attended, expected_scores = attention(norm(x), return_attention_scores=True)
+    h = x + keras.ops.convert_to_numpy(attended)
+    h = h if norm_first else keras.ops.convert_to_numpy(block.attention_norm(h))
+    mlp = block.mlp_output(block.mlp_hidden(block.mlp_norm(h) if norm_first else h))
+    expected = h + keras.ops.convert_to_numpy(mlp)
+    expected = expected if norm_first else block.mlp_norm(expected)
+    np.testing.assert_allclose(output, expected, atol=1e-5)
+    np.testing.assert_allclose(scores, expected_scores, atol=1e-6)
+    # Causal convolutional attention: the first position ignores the others.
+    changed = x.copy()
+    changed[:, 1:] += 1.0
+    np.testing.assert_allclose(block(changed)[:, 0], output[:, 0], atol=1e-5)
+
+
+def test_block_attention_survives_the_config():
+    attention = LogSparseAttention(2, 4, variant="local", local_window=2, name="attention")
+    config = TransformerBlock(mlp_dim=8, attention=attention).get_config()
+    clone = TransformerBlock.from_config(config)
+    assert type(clone.attention) is LogSparseAttention
+    assert clone.attention.get_config() == attention.get_config()
+    default = TransformerBlock(2, 8).get_config()
+    assert default["attention"] is None
+    assert type(TransformerBlock.from_config(default)) is TransformerBlock
+
+
+def test_block_returns_the_attention_scores_of_its_core():
+    block = TransformerBlock(2, 8, norm_first=False)
+    x = np.random.default_rng(4).normal(size=(2, 5, 8)).astype("float32")
+    mask = np.array([[True] * 5, [True, True, True, False, False]])
+    output, scores = block(x, mask=mask, return_attention_scores=True)
+    _, expected = block.attention(x, mask=mask, return_attention_scores=True)
+    np.testing.assert_allclose(scores, expected, atol=1e-6)
+    np.testing.assert_allclose(output, block(x, mask=mask), atol=1e-6)
+    inputs = keras.Input((None, 8))
+    symbolic = block(inputs, return_attention_scores=True)
+    assert [tuple(t.shape) for t in symbolic] == [(None, None, 8), (None, 2, None, None)]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"num_heads": 3}, "Received: num_heads=3"),
+        ({"key_dim": 4}, "Received: key_dim=4"),
+        ({"attention_dropout": 0.1}, "Received: attention_dropout=0.1"),
+        ({"attention_kwargs": {"use_bias": False}}, "Received: attention_kwargs="),
+    ],
+)
+def test_block_attention_conflicts_are_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        TransformerBlock(mlp_dim=8, attention=MultiHeadSelfAttention(2, 4), **kwargs)
+
+
+def test_block_needs_num_heads_or_attention():
+    with pytest.raises(ValueError, match="Received: num_heads=None"):
+        TransformerBlock(mlp_dim=8)
+    with pytest.raises(ValueError, match="Received: attention="):
+        TransformerBlock(mlp_dim=8, attention=keras.layers.Dense(8))

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attn.layers import ConvolutionalSelfAttention, LogSparseAttention
+from keras_attn.layers import ConvolutionalSelfAttention, LogSparseAttention, TransformerBlock
 from keras_attn.losses import GaussianNegativeLogLikelihood
 from keras_attn.metrics import RhoRisk
 from keras_attn.models import build_logsparse_forecaster
@@ -71,13 +71,18 @@ def _model(**kwargs):
     return build_logsparse_forecaster(**{**config, "local_window": 3, "kernel_size": 3, **kwargs})
 
 
+def _attention_layers(model):
+    return [layer.attention for layer in model.layers if isinstance(layer, TransformerBlock)]
+
+
 def test_forecaster_layers_follow_the_arguments():
     logsparse = _model()
     full = _model(attention="full", kernel_size=1)
-    attention = [layer for layer in logsparse.layers if isinstance(layer, LogSparseAttention)]
-    assert len(attention) == 2 and attention[0].kernel_size == 3
+    attention = _attention_layers(logsparse)
+    assert [type(layer) for layer in attention] == [LogSparseAttention] * 2
+    assert attention[0].kernel_size == 3
     assert attention[0].attention_pattern.local_window == 3
-    dense = [layer for layer in full.layers if isinstance(layer, ConvolutionalSelfAttention)]
+    dense = _attention_layers(full)
     assert [type(layer) for layer in dense] == [ConvolutionalSelfAttention] * 2
     assert dense[0].attention_pattern == "causal" and dense[0].kernel_size == 1
     with pytest.raises(ValueError, match="Received: attention='sparse'"):
@@ -96,6 +101,60 @@ def test_forecaster_is_causal_and_outputs_positive_scales():
     changed["hour_of_day"][:, 25:] = 0
     np.testing.assert_allclose(model(changed)[:, :25], params[:, :25], atol=1e-5)
     assert not np.allclose(model(changed)[:, 25:], params[:, 25:])
+
+
+def _flat_forecaster(model, dropout=0.0):
+    """The forecaster as it was built before its blocks were `TransformerBlock`s.
+
+    Every layer is top-level (`block_<i>_norm1`, `block_<i>_attention`, ...)
+    and takes the weights of the matching layer of `model`.
+    """
+    x = keras.Input((None, 1), name="lagged_target")
+    covariates = {name: keras.Input((None,), dtype="int32", name=name) for name in _inputs()}
+    del covariates["lagged_target"]
+    h = _copy(model.get_layer("target_embedding"))(x)
+    for name, covariate in covariates.items():
+        h = h + _copy(model.get_layer(f"{name}_embedding"))(covariate)
+    h = _copy(model.get_layer("position_embedding"))(h)
+    for block in (layer for layer in model.layers if isinstance(layer, TransformerBlock)):
+        name = block.name
+        attended = _copy(block.attention, f"{name}_attention")(
+            _copy(block.attention_norm, f"{name}_norm1")(h)
+        )
+        h = h + keras.layers.Dropout(dropout)(attended)
+        hidden = _copy(block.mlp_norm, f"{name}_norm2")(h)
+        hidden = _copy(block.mlp_hidden, f"{name}_mlp_hidden")(hidden)
+        hidden = _copy(block.mlp_output, f"{name}_mlp_output")(
+            keras.layers.Dropout(dropout)(hidden)
+        )
+        h = h + keras.layers.Dropout(dropout)(hidden)
+    h = _copy(model.get_layer("final_norm"))(h)
+    outputs = _copy(model.get_layer("gaussian_head"))(h)
+    flat = keras.Model({"lagged_target": x, **covariates}, outputs)
+    for layer in flat.layers:
+        if layer.weights:
+            layer.set_weights(_SOURCES.pop(layer.name).get_weights())
+    return flat
+
+
+_SOURCES = {}
+
+
+def _copy(layer, name=None):
+    """An unbuilt copy of `layer` named `name`, to take `layer`'s weights."""
+    name = name or layer.name
+    _SOURCES[name] = layer
+    return layer.__class__.from_config({**layer.get_config(), "name": name})
+
+
+@pytest.mark.parametrize("attention", ["logsparse", "full"])
+def test_forecaster_equals_its_flat_construction(attention):
+    model = _model(attention=attention)
+    flat = _flat_forecaster(model)
+    # Every weight of the model is used once by the flat construction.
+    assert flat.count_params() == model.count_params()
+    inputs = _inputs()
+    np.testing.assert_allclose(flat(inputs), model(inputs), atol=1e-5)
 
 
 def _fit(model, jit_compile, epochs):
