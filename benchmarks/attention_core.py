@@ -11,6 +11,7 @@ causal pattern with `MultiHeadAttention(..., use_causal_mask=True)`.
 """
 
 import argparse
+import functools
 import json
 import os
 import time
@@ -19,11 +20,10 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_attn.layers import MultiHeadSelfAttention  # noqa: E402
-from keras_attn.utils import run_metadata  # noqa: E402
+from keras_attn.utils import median_seconds, run_metadata  # noqa: E402
 
 
 def forward_backward(call, variables):
@@ -34,19 +34,6 @@ def forward_backward(call, variables):
         return tape.gradient(loss, variables)
 
     return step
-
-
-def seconds_per_step(steps, x, repeats):
-    """Median seconds of each step, the steps run in turn `repeats` times."""
-    for step in steps:
-        step(x)  # compile
-    times = [[] for _ in steps]
-    for _ in range(repeats):
-        for step, record in zip(steps, times, strict=True):
-            start = time.perf_counter()
-            tf.nest.map_structure(lambda t: t.numpy(), step(x))
-            record.append(time.perf_counter() - start)
-    return [float(np.median(record)) for record in times]
 
 
 def main():
@@ -79,7 +66,9 @@ def main():
                 lambda v, layer=baseline, c=pattern == "causal": layer(v, v, use_causal_mask=c),
                 baseline.trainable_variables,
             )
-            baseline_time, core_time = seconds_per_step([baseline_step, core_step], x, args.repeats)
+            baseline_time, core_time = median_seconds(
+                [functools.partial(baseline_step, x), functools.partial(core_step, x)], args.repeats
+            )
             ratio = core_time / baseline_time
             rows.append(
                 {

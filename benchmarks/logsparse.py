@@ -52,6 +52,7 @@ def worker(args):
     import keras
 
     from keras_attn.layers import LogSparseAttention
+    from keras_attn.utils import median_seconds
 
     key_dim = args.dim // args.heads
     x = np.random.default_rng(0).normal(size=(args.batch, args.length, args.dim)).astype("float32")
@@ -74,7 +75,7 @@ def worker(args):
             return
         _reset_peak_rss()
         before = _status_bytes("VmRSS")
-        seconds = _time_runs(step, args.repeats)
+        seconds = median_seconds([step], args.repeats, slow_s=SLOW_RUN_S)[0]
     else:
         # TensorFlow keeps the buffers of a run pooled, so later runs do not
         # raise the high-water mark: measure the first call (compile + run).
@@ -82,7 +83,7 @@ def worker(args):
         _reset_peak_rss()
         before = _status_bytes("VmRSS")
         step()
-        seconds = _time_runs(step, args.repeats)
+        seconds = median_seconds([step], args.repeats, slow_s=SLOW_RUN_S)[0]
     measured = _status_bytes("VmHWM") - before
     print(json.dumps({**report, "ran": True, "rss_bytes": measured, "seconds": seconds}))
 
@@ -124,21 +125,6 @@ def _tensorflow_step(layer, forward, x):
         return tape.gradient(loss, layer.trainable_variables)
 
     return lambda: [g.numpy() for g in step(inputs)]
-
-
-def _time_runs(step, repeats):
-    """Median seconds of `repeats` runs after a warm-up; one run if it is slow."""
-    start = time.perf_counter()
-    step()
-    first = time.perf_counter() - start
-    if first > SLOW_RUN_S:
-        return first
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def _reset_peak_rss():
