@@ -87,8 +87,9 @@ def attention_diagonal_statistics(layer_kernels):
     >>> eye = np.eye(4).reshape(4, 2, 2)  # (d, heads, head_dim)
     >>> kernels = {"query": eye, "key": eye, "value": eye, "output": -eye.reshape(2, 2, 4)}
     >>> stats = attention_diagonal_statistics([kernels])
-    >>> stats["value_output_per_layer"]["mean_diagonal"]
-    [-1.0]
+    >>> per_layer = stats["value_output_per_layer"]
+    >>> per_layer.get("mean_diagonal") == [-1.0]
+    True
     """
     per_head_query_key, per_layer_value_output, per_head_value_output = [], [], []
     for kernels in layer_kernels:

@@ -56,7 +56,8 @@ def make_windows(values, covariates, starts, context, horizon):
     >>> inputs, targets, scales = make_windows(values, {}, [2], context=2, horizon=1)
     >>> scales.round(4).tolist(), (targets * 3.5).round(4).tolist()
     ([3.5], [[3.0, 4.0, 5.0]])
-    >>> (inputs["lagged_target"][..., 0] * 3.5).round(4).tolist()
+    >>> lagged = inputs["lagged_target"]
+    >>> (lagged[:, :, 0] * 3.5).round(4).tolist()
     [[2.0, 3.0, 4.0]]
     """
     starts = np.asarray(starts)
