@@ -11,8 +11,8 @@ causal pattern with `MultiHeadAttention(..., use_causal_mask=True)`.
 """
 
 import argparse
+import functools
 import json
-import math
 import os
 import time
 
@@ -20,13 +20,10 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_attn.layers import MultiHeadSelfAttention  # noqa: E402
-from keras_attn.utils import run_metadata  # noqa: E402
-
-MAX_ROUNDS = 400
+from keras_attn.utils import median_seconds, run_metadata  # noqa: E402
 
 
 def forward_backward(call, variables):
@@ -37,36 +34,6 @@ def forward_backward(call, variables):
         return tape.gradient(loss, variables)
 
     return step
-
-
-def seconds_per_step(steps, x, repeats, min_seconds):
-    """Median seconds of each step over interleaved rounds.
-
-    Every step runs once per round, in an order that alternates between
-    rounds so neither step always follows the other. There are `repeats`
-    rounds, or more for short steps: enough that each step runs for at least
-    `min_seconds` in all.
-    """
-    for step in steps:
-        _run(step, x)  # compile
-    first = max(_timed(step, x) for step in steps)
-    rounds = max(repeats, min(MAX_ROUNDS, math.ceil(min_seconds / max(first, 1e-6))))
-    times = [[] for _ in steps]
-    for round_index in range(rounds):
-        order = range(len(steps)) if round_index % 2 == 0 else reversed(range(len(steps)))
-        for index in order:
-            times[index].append(_timed(steps[index], x))
-    return [float(np.median(record)) for record in times], rounds
-
-
-def _run(step, x):
-    return tf.nest.map_structure(lambda t: t.numpy(), step(x))
-
-
-def _timed(step, x):
-    start = time.perf_counter()
-    _run(step, x)
-    return time.perf_counter() - start
 
 
 def main():
@@ -89,8 +56,7 @@ def main():
     print(
         f"batch={args.batch} dim={args.dim} heads={args.heads}, XLA, median of interleaved rounds"
     )
-    header = f"{'pattern':>7} {'L':>6} {'rounds':>6} {'keras MHA (ms)':>15} {'core (ms)':>10}"
-    print(f"{header} {'core/keras':>11}")
+    print(f"{'pattern':>7} {'L':>6} {'keras MHA (ms)':>15} {'core (ms)':>10} {'core/keras':>11}")
     rows = []
     for pattern in args.patterns:
         for length in args.lengths:
@@ -105,23 +71,24 @@ def main():
                 lambda v, layer=baseline, c=pattern == "causal": layer(v, v, use_causal_mask=c),
                 baseline.trainable_variables,
             )
-            (baseline_time, core_time), rounds = seconds_per_step(
-                [baseline_step, core_step], x, args.repeats, args.min_seconds
+            baseline_time, core_time = median_seconds(
+                [functools.partial(baseline_step, x), functools.partial(core_step, x)],
+                args.repeats,
+                min_seconds=args.min_seconds,
             )
             ratio = core_time / baseline_time
             rows.append(
                 {
                     "pattern": pattern,
                     "length": length,
-                    "rounds": rounds,
                     "keras_seconds": baseline_time,
                     "core_seconds": core_time,
                     "ratio": ratio,
                 }
             )
             print(
-                f"{pattern:>7} {length:>6} {rounds:>6} {baseline_time * 1e3:>15.2f} "
-                f"{core_time * 1e3:>10.2f} {ratio:>11.2f}",
+                f"{pattern:>7} {length:>6} {baseline_time * 1e3:>15.2f} {core_time * 1e3:>10.2f} "
+                f"{ratio:>11.2f}",
                 flush=True,
             )
     names = ("batch", "dim", "heads", "repeats", "min_seconds")

@@ -13,17 +13,17 @@ to `--out`.
 """
 
 import argparse
+import functools
 import os
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_attn.layers import FourierFilter, MultiHeadSelfAttention  # noqa: E402
-from keras_attn.utils import finish_run  # noqa: E402
+from keras_attn.utils import finish_run, median_seconds  # noqa: E402
 
 
 def forward_backward(layer):
@@ -35,16 +35,6 @@ def forward_backward(layer):
         return tape.gradient(loss, [x, *layer.trainable_variables])
 
     return step
-
-
-def seconds_per_step(step, x, repeats):
-    step(x)  # compile
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        tf.nest.map_structure(lambda t: t.numpy(), step(x))
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def main():
@@ -72,8 +62,10 @@ def main():
         fourier = FourierFilter(args.cutoff)
         attention(x)
         fourier(x)
-        attention_time = seconds_per_step(forward_backward(attention), x, args.repeats)
-        filter_time = seconds_per_step(forward_backward(fourier), x, args.repeats)
+        attention_step, filter_step = forward_backward(attention), forward_backward(fourier)
+        attention_time, filter_time = median_seconds(
+            [functools.partial(attention_step, x), functools.partial(filter_step, x)], args.repeats
+        )
         print(
             f"{length:>6} {attention_time * 1e3:>15.2f} {filter_time * 1e3:>12.2f} "
             f"{filter_time / attention_time:>17.3f}"

@@ -54,6 +54,7 @@ def worker(args):
     import keras
 
     from keras_attn.layers import LogSparseAttention
+    from keras_attn.utils import median_seconds
 
     key_dim = args.dim // args.heads
     x = np.random.default_rng(0).normal(size=(args.batch, args.length, args.dim)).astype("float32")
@@ -76,7 +77,7 @@ def worker(args):
             return
         _reset_peak_rss()
         before = _status_bytes("VmRSS")
-        seconds = _time_runs(step, args.repeats)
+        seconds = median_seconds([step], args.repeats, slow_s=SLOW_RUN_S)[0]
     else:
         # The first call compiles; its rise (compile + run) is kept apart. The
         # worker runs without oneDNN's pooling allocator, so the buffers of
@@ -88,7 +89,7 @@ def worker(args):
         report["first_call_rss_bytes"] = _status_bytes("VmHWM") - before
         _reset_peak_rss()
         before = _status_bytes("VmRSS")
-        seconds = _time_runs(step, args.repeats)
+        seconds = median_seconds([step], args.repeats, slow_s=SLOW_RUN_S)[0]
     measured = _status_bytes("VmHWM") - before
     print(json.dumps({**report, "ran": True, "rss_bytes": measured, "seconds": seconds}))
 
@@ -130,21 +131,6 @@ def _tensorflow_step(layer, forward, x):
         return tape.gradient(loss, layer.trainable_variables)
 
     return lambda: [g.numpy() for g in step(inputs)]
-
-
-def _time_runs(step, repeats):
-    """Median seconds of `repeats` runs after a warm-up; one run if it is slow."""
-    start = time.perf_counter()
-    step()
-    first = time.perf_counter() - start
-    if first > SLOW_RUN_S:
-        return first
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def _reset_peak_rss():

@@ -23,17 +23,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_attn.models import build_t2t_vit  # noqa: E402
-from keras_attn.utils import count_macs, finish_run  # noqa: E402
-
-
-def seconds_per_call(call, x, repeats):
-    call(x).numpy()  # warm-up (and compilation for XLA)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call(x).numpy()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+from keras_attn.utils import count_macs, finish_run, median_seconds  # noqa: E402
 
 
 def main():
@@ -52,8 +42,9 @@ def main():
     np.testing.assert_allclose(xla(x).numpy(), model(x, training=False).numpy(), atol=1e-4)
     print(f"{args.variant}, {size} px, batch {args.batch}, median of {args.repeats} calls")
     print(f"GMACs per image (analytic): {count_macs(model) / 1e9:.2f}")
-    eager_time = seconds_per_call(lambda images: model(images, training=False), x, args.repeats)
-    xla_time = seconds_per_call(xla, x, args.repeats)
+    eager_time, xla_time = median_seconds(
+        [lambda: model(x, training=False), lambda: xla(x)], args.repeats
+    )
     print(f"{'mode':>6} {'ms / batch':>11} {'images / s':>11}")
     for mode, seconds in (("eager", eager_time), ("XLA", xla_time)):
         print(f"{mode:>6} {seconds * 1e3:>11.1f} {args.batch / seconds:>11.1f}")

@@ -163,11 +163,9 @@ def _describe(module, entry):
 
 
 def _setting(args):
-    from keras_attn.utils import is_small_run
+    from keras_attn.reproduce._run import setting_name
 
-    if is_small_run():
-        return "small"
-    return "full" if getattr(args, "full", False) else "fast"
+    return setting_name(args)
 
 
 def _announce(args):

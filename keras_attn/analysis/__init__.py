@@ -1,5 +1,12 @@
-"""Analysis tools: feed-forward key-value memories and topic structure in attention."""
+"""Analysis tools: attention weight products, feed-forward key-value memories and topic
+structure in attention."""
 
+from keras_attn.analysis.attention_products import (
+    attention_diagonal_statistics,
+    diagonal_statistics,
+    query_key_products,
+    value_output_products,
+)
 from keras_attn.analysis.ffn_memories import (
     FeedForwardSite,
     MemoryAnalysis,
@@ -28,15 +35,19 @@ __all__ = [
     "TopicCorpus",
     "TopicStatisticsCallback",
     "analyze_memories",
+    "attention_diagonal_statistics",
     "attention_topic_statistics",
     "block_gap",
     "build_topic_model",
+    "diagonal_statistics",
     "generate_lda_documents",
     "mask_tokens",
     "memory_coefficients",
+    "query_key_products",
     "topic_statistics",
     "train_topic_model",
     "transformer_block_sites",
+    "value_output_products",
     "value_top_tokens",
     "value_vocabulary_distributions",
     "value_word_matrix",

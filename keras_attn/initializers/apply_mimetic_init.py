@@ -4,29 +4,10 @@ Paper: "Mimetic Initialization of Self-Attention Layers" (Trockman & Kolter,
 ICML 2023), https://arxiv.org/abs/2305.09828.
 """
 
-import keras
 import numpy as np
 
 from keras_attn.initializers.mimetic_initializer import MimeticInitializer
-from keras_attn.layers import MultiHeadSelfAttention
-
-ATTENTION_TYPES = (keras.layers.MultiHeadAttention, MultiHeadSelfAttention)
-
-
-def attention_layers(model_or_layer):
-    """Every `MultiHeadAttention` or `MultiHeadSelfAttention` inside, in order.
-
-    The order is the layer tracking order (depth first; for functional
-    models, the order of the graph), so it is the same for two models built
-    the same way. Subclasses of either type are included.
-    """
-    # `_flatten_layers` is how Keras itself walks nested layers; it includes
-    # layers held by custom layers (for example a TransformerBlock).
-    return [
-        layer
-        for layer in model_or_layer._flatten_layers(include_self=True, recursive=True)
-        if isinstance(layer, ATTENTION_TYPES)
-    ]
+from keras_attn.pruning.attention_layers import attention_layers
 
 
 def apply_mimetic_init(model_or_layer, initializer=None):
@@ -34,7 +15,8 @@ def apply_mimetic_init(model_or_layer, initializer=None):
 
     Each attention layer (`keras.layers.MultiHeadAttention`,
     `keras_attn.layers.MultiHeadSelfAttention` or a subclass) found inside
-    `model_or_layer` gets layer index `i` (in `attention_layers` order), so
+    `model_or_layer` gets layer index `i` (in the order of
+    `keras_attn.pruning.attention_layers`), so
     independent `Z` matrices per head and per layer; its query, key, value
     and output kernels are set by `initializer.query(i)`, `.key(i)`,
     `.value(i)`, `.output(i)` and the four projection biases are set to
@@ -76,7 +58,7 @@ def apply_mimetic_init(model_or_layer, initializer=None):
         raise ValueError(
             f"`initializer` must be a `MimeticInitializer`. Received: initializer={initializer!r}"
         )
-    layers = attention_layers(model_or_layer)
+    layers = list(attention_layers(model_or_layer).values())
     if not layers:
         raise ValueError(
             "`model_or_layer` contains no MultiHeadAttention or MultiHeadSelfAttention "

@@ -6,6 +6,14 @@ where `args.out` is the output folder and `args.full` asks for the
 documented full-size setting instead of the fast one. Its module docstring
 is the description that `keras-attn reproduce NAME --help` prints.
 
+The convention, in `keras_attn.reproduce._run`: a module keeps its sizes in
+`SETTINGS` (`"fast"`, `"full"` and optionally `"small"`, the
+`KERAS_ATTN_SMALL` size), picks one with `choose_setting(args, SETTINGS)`
+(`KERAS_ATTN_SMALL` wins over `--full`; the command line's banner uses the
+same `setting_name`) and returns what `finish(args, NAME, results, figure,
+started_at=..., setting=...)` returns: `{"setting", "results", "paths"}`.
+The library logic a reproduction calls lives in the library packages.
+
 `REPRODUCTIONS` lists them without importing them, so that the command line
 starts in well under a second: a module (and Keras with it) is imported only
 when its reproduction is asked for. A test checks that the list matches the

@@ -21,7 +21,13 @@ import numpy as np
 from keras_attn.datasets import KJV_SECTIONS, load_kjv_sections
 from keras_attn.models import build_minilm_encoder
 from keras_attn.pretrained import load_minilm_weights
-from keras_attn.pruning import head_importance, prune_heads, select_heads
+from keras_attn.pruning import (
+    head_importance,
+    measure_throughput,
+    prune_heads,
+    scores_of_kept_heads,
+    select_heads,
+)
 from keras_attn.text import WordPieceTokenizer
 from keras_attn.utils import finish_run, is_small_run
 
@@ -178,8 +184,8 @@ class PruningTask:
             scores = importance
             if removed:
                 pruned = prune_heads(self.classifier, removed)
-                scores = _scores_of_kept_heads(
-                    head_importance(pruned, self.train_batches, self.loss), removed, self.num_heads
+                scores = scores_of_kept_heads(
+                    head_importance(pruned, self.train_batches, self.loss), removed, importance
                 )
             removed = select_heads(scores, round(fraction * total))
             qualities.append(self.quality(removed))
@@ -241,42 +247,10 @@ class PruningTask:
         return batches
 
 
-def measure_throughput(models, inputs, repeats):
-    """Median sentences per second of each model on `inputs` (graph mode).
-
-    The models take turns in every round, so that a change in the machine's
-    load during the measurement affects all of them alike.
-    """
-    predicts = [_compiled(model) for model in models]
-    for predict in predicts:
-        predict(inputs)  # trace
-    times = np.zeros((repeats, len(models)))
-    for repeat in range(repeats):
-        for index, predict in enumerate(predicts):
-            start = time.perf_counter()
-            keras.tree.map_structure(keras.ops.convert_to_numpy, predict(inputs))
-            times[repeat, index] = time.perf_counter() - start
-    return (len(inputs["token_ids"]) / np.median(times, axis=0)).tolist()
-
-
 def _compiled(model):
     import tensorflow as tf
 
     return tf.function(model, reduce_retracing=True)
-
-
-def _scores_of_kept_heads(pruned_scores, removed, num_heads):
-    """Maps scores of a pruned model back to head indices of the original one.
-
-    Removed heads get `-inf`, so that `select_heads` keeps them removed.
-    """
-    scores = {}
-    for name, pruned_score in pruned_scores.items():
-        kept = [head for head in range(num_heads) if head not in removed.get(name, [])]
-        score = np.full(num_heads, -np.inf)
-        score[kept] = pruned_score
-        scores[name] = score
-    return scores
 
 
 def _negated(scores):

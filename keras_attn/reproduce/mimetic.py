@@ -20,17 +20,13 @@ import time
 import keras
 import numpy as np
 
+from keras_attn.analysis import attention_diagonal_statistics
 from keras_attn.datasets import load_cifar10, load_fashion_mnist
-from keras_attn.initializers import (
-    MimeticInitializer,
-    apply_mimetic_init,
-    diagonal_statistics,
-    query_key_products,
-    value_output_products,
-)
+from keras_attn.initializers import MimeticInitializer, apply_mimetic_init
 from keras_attn.models import build_vision_transformer
 from keras_attn.pretrained import load_minilm_weights
-from keras_attn.utils import finish_run, is_small_run
+from keras_attn.reproduce._run import choose_setting, finish
+from keras_attn.utils import finish_run
 
 NAME = "mimetic"
 HELP = "Small ViT on Fashion-MNIST: default vs mimetic attention init; MiniLM weight analysis."
@@ -92,9 +88,9 @@ def add_arguments(parser):
 
 def setting(args):
     """The size setting for `args`: small, fast or full, with overrides."""
-    name = "small" if is_small_run() else "full" if args.full else "fast"
+    name, sizes = choose_setting(args, SETTINGS)
     chosen = dict(
-        SETTINGS[name],
+        sizes,
         name=name,
         dataset=getattr(args, "dataset", "fashion_mnist"),
         position_embedding=getattr(args, "position_embedding", "learned"),
@@ -115,15 +111,8 @@ def run(args):
         f"{chosen['test_size']} test images, {chosen['epochs']} epochs, {chosen['seeds']} seeds."
     )
     training = compare_inits(data, chosen)
-    finish_run(
-        args.out,
-        NAME,
-        training,
-        plot_curves(training),
-        started_at=started_at,
-        setting=chosen["name"],
-    )
     analysis = analyze_minilm()
+    # The MiniLM analysis goes to its own file beside the training result.
     finish_run(
         args.out,
         f"{NAME}_minilm",
@@ -136,7 +125,9 @@ def run(args):
         summary = training["summary"][init]
         print(f"{init:>8}: test accuracy {summary['mean']:.4f} ± {summary['std']:.4f}")
     print(f"mimetic − default: {training['summary']['difference']:+.4f}")
-    return {"training": training, "minilm": analysis}
+    return finish(
+        args, NAME, training, plot_curves(training), started_at=started_at, setting=chosen["name"]
+    )
 
 
 def load_data(train_size, test_size, dataset="fashion_mnist"):
@@ -278,31 +269,13 @@ def plot_curves(training):
 def analyze_minilm():
     """Diagonal statistics of every layer and head of all-MiniLM-L6-v2."""
     weights = load_minilm_weights()
-    query_key, value_output, value_output_heads = [], [], []
-    for layer in range(weights.num_layers):
-        kernels = weights.attention_kernels(layer)
-        query_key.append(diagonal_statistics(query_key_products(kernels["query"], kernels["key"])))
-        value_output.append(
-            diagonal_statistics(value_output_products(kernels["value"], kernels["output"]))
-        )
-        value_output_heads.append(
-            diagonal_statistics(
-                value_output_products(kernels["value"], kernels["output"], per_head=True)
-            )
-        )
+    kernels = [weights.attention_kernels(layer) for layer in range(weights.num_layers)]
     return {
         "model": "all-MiniLM-L6-v2",
         "num_layers": weights.num_layers,
         "num_heads": weights.num_heads,
-        "query_key_per_head": _stack(query_key),
-        "value_output_per_layer": _stack(value_output),
-        "value_output_per_head": _stack(value_output_heads),
+        **attention_diagonal_statistics(kernels),
     }
-
-
-def _stack(statistics):
-    """List (per layer) of dicts of arrays -> dict of nested lists."""
-    return {name: np.array([s[name] for s in statistics]).tolist() for name in statistics[0]}
 
 
 def plot_minilm(analysis):

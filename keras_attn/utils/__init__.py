@@ -6,6 +6,7 @@ import typing
 if typing.TYPE_CHECKING:  # the same names, for type checkers and the API docs
     from keras_attn.utils.macs import count_macs, layer_macs, register_macs
     from keras_attn.utils.results import finish_run, is_small_run, run_metadata, write_results
+    from keras_attn.utils.timing import median_seconds
 
 # Loaded on first use: the layers import `keras_attn.utils.validation`, and
 # `macs` imports the layers, so an eager import here would be circular.
@@ -14,6 +15,7 @@ _EXPORTS = {
     "finish_run": "results",
     "is_small_run": "results",
     "layer_macs": "macs",
+    "median_seconds": "timing",
     "register_macs": "macs",
     "run_metadata": "results",
     "write_results": "results",
@@ -24,6 +26,7 @@ __all__ = [
     "finish_run",
     "is_small_run",
     "layer_macs",
+    "median_seconds",
     "register_macs",
     "run_metadata",
     "write_results",

@@ -4,17 +4,12 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attn.initializers import (
-    MimeticInitializer,
-    apply_mimetic_init,
-    attention_layers,
-    diagonal_statistics,
-    query_key_products,
-    value_output_products,
-)
+from keras_attn.analysis import diagonal_statistics, query_key_products, value_output_products
+from keras_attn.initializers import MimeticInitializer, apply_mimetic_init
 from keras_attn.initializers.mimetic_initializer import QUERY_KEY_STREAM, VALUE_OUTPUT_STREAM
 from keras_attn.layers import MultiHeadSelfAttention, TransformerBlock
 from keras_attn.models import build_vision_transformer
+from keras_attn.pruning import attention_layers
 
 pytestmark = pytest.mark.backend_agnostic
 
@@ -241,7 +236,8 @@ def test_apply_with_default_initializer_and_nested_layers():
     inputs = keras.Input((4, 8))
     block = TransformerBlock(num_heads=2, mlp_dim=8)
     model = keras.Model(inputs, block(keras.layers.Dense(8)(inputs)))
-    assert attention_layers(model) == [block.attention]
+    assert list(attention_layers(model).values()) == [block.attention]
+    assert attention_layers(block.attention) == {block.attention.name: block.attention}
     (layer,) = apply_mimetic_init(model)
     _, value_output = _products_of(layer)
     assert np.all(np.diag(value_output) < 0)

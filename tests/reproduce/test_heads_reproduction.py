@@ -1,7 +1,6 @@
 import argparse
 import json
 
-import numpy as np
 import pytest
 
 from keras_attn.reproduce import available
@@ -29,15 +28,3 @@ def test_small_heads_reproduction(tmp_path, monkeypatch):
     # Half of the 72 heads go: 36 x (3 x (384 x 32 + 32) + 32 x 384) parameters.
     assert parameters[0] - parameters[1] == 36 * (3 * (384 * 32 + 32) + 32 * 384)
     assert results["throughput"][0]["ratio_batch_64"] == 1.0
-
-
-def test_scores_of_pruned_model_map_back_to_original_heads():
-    from keras_attn.pruning import select_heads
-    from keras_attn.reproduce.heads import _scores_of_kept_heads
-
-    pruned_scores = {"layer_0_attention": np.array([0.5, 0.2]), "layer_1_attention": np.ones(3)}
-    scores = _scores_of_kept_heads(pruned_scores, {"layer_0_attention": [0]}, num_heads=3)
-    np.testing.assert_array_equal(scores["layer_0_attention"], [-np.inf, 0.5, 0.2])
-    np.testing.assert_array_equal(scores["layer_1_attention"], [1.0, 1.0, 1.0])
-    # The removed head stays removed, the next lowest joins it.
-    assert select_heads(scores, 2) == {"layer_0_attention": [0, 2]}

@@ -1,4 +1,4 @@
-"""The weight products that mimetic initialization imitates, and their statistics.
+"""Attention weight products that mimetic initialization imitates, and their statistics.
 
 Paper: "Mimetic Initialization of Self-Attention Layers" (Trockman & Kolter,
 ICML 2023), https://arxiv.org/abs/2305.09828. In pretrained transformers,
@@ -66,3 +66,46 @@ def diagonal_statistics(matrices):
         "offdiagonal_std": offdiagonal_std,
         "diagonal_score": mean_diagonal / offdiagonal_std,
     }
+
+
+def attention_diagonal_statistics(layer_kernels):
+    """The diagonal statistics of `W_q W_kᵀ` and `W_v W_o` of every layer and head.
+
+    Args:
+        layer_kernels: list, one entry per layer, of dicts with the
+            `"query"`, `"key"`, `"value"` and `"output"` kernels in the Keras
+            layout (for example `keras_attn.pretrained.MiniLMWeights.attention_kernels`
+            of each layer).
+
+    Returns:
+        dict with `"query_key_per_head"`, `"value_output_per_layer"` and
+        `"value_output_per_head"`, each a dict of the `diagonal_statistics`
+        names to nested lists `(layers, heads)` (or `(layers,)` per layer).
+
+    Example:
+
+    >>> eye = np.eye(4).reshape(4, 2, 2)  # (d, heads, head_dim)
+    >>> kernels = {"query": eye, "key": eye, "value": eye, "output": -eye.reshape(2, 2, 4)}
+    >>> stats = attention_diagonal_statistics([kernels])
+    >>> per_layer = stats["value_output_per_layer"]
+    >>> per_layer.get("mean_diagonal") == [-1.0]
+    True
+    """
+    per_head_query_key, per_layer_value_output, per_head_value_output = [], [], []
+    for kernels in layer_kernels:
+        query_key = query_key_products(kernels["query"], kernels["key"])  # (heads, d, d)
+        per_head_query_key.append(diagonal_statistics(query_key))
+        value, output = kernels["value"], kernels["output"]
+        per_layer_value_output.append(diagonal_statistics(value_output_products(value, output)))
+        per_head = value_output_products(value, output, per_head=True)  # (heads, d, d)
+        per_head_value_output.append(diagonal_statistics(per_head))
+    return {
+        "query_key_per_head": _stack(per_head_query_key),
+        "value_output_per_layer": _stack(per_layer_value_output),
+        "value_output_per_head": _stack(per_head_value_output),
+    }
+
+
+def _stack(statistics):
+    """List (per layer) of dicts of arrays -> dict of nested lists."""
+    return {name: np.array([s[name] for s in statistics]).tolist() for name in statistics[0]}

@@ -1,0 +1,74 @@
+"""The one convention every reproduction follows: its setting, its files, its return value.
+
+A reproduction keeps its sizes in `SETTINGS`, a dict with a `"fast"` and a
+`"full"` entry and, optionally, a `"small"` one (the `KERAS_ATTN_SMALL` test
+size; without it the fast entry is used). It calls `choose_setting` first and
+ends with `finish`, whose return value is what its `run(args)` returns.
+"""
+
+from keras_attn.utils.results import finish_run, is_small_run
+
+SETTING_NAMES = ("small", "fast", "full")
+
+
+def setting_name(args):
+    """`"small"`, `"fast"` or `"full"`: which setting a reproduction runs.
+
+    `KERAS_ATTN_SMALL` wins over `--full`, so that a test suite or a notebook
+    that sets it never starts a full-size run; otherwise `--full` gives the
+    full setting and its absence the fast one.
+
+    Args:
+        args: the parsed command line; `args.full` is read (missing means
+            `False`).
+
+    Returns:
+        str, one of `SETTING_NAMES`.
+    """
+    if is_small_run():
+        return "small"
+    return "full" if getattr(args, "full", False) else "fast"
+
+
+def choose_setting(args, settings):
+    """The setting `args` asks for, and its name.
+
+    Args:
+        args: the parsed command line.
+        settings: dict with `"fast"` and `"full"` entries and optionally a
+            `"small"` one; a missing small entry falls back to the fast one.
+
+    Returns:
+        `(name, setting)`, `name` as returned by `setting_name` and `setting`
+        the entry of `settings` it selects (the same object, not a copy).
+    """
+    missing = {"fast", "full"} - set(settings)
+    if missing:
+        raise ValueError(
+            f"`settings` must hold 'fast' and 'full' entries. Received: settings keys "
+            f"{sorted(settings)}"
+        )
+    name = setting_name(args)
+    return name, settings.get(name, settings["fast"]) if name == "small" else settings[name]
+
+
+def finish(args, name, results, figure=None, *, started_at, setting):
+    """Writes a reproduction's results and returns its `run` value.
+
+    Args:
+        args: the parsed command line; the files go to `args.out`.
+        name: the file stem, the reproduction's `NAME`.
+        results: JSON-serializable dict without a `"meta"` key.
+        figure: optional matplotlib figure, saved next to the JSON.
+        started_at: `time.time()` when the run began.
+        setting: the setting's name, from `choose_setting`.
+
+    Returns:
+        dict with `"setting"` (its name), `"results"` (the `results` written,
+        without `"meta"`) and `"paths"` (the `"json"` and, with a figure, the
+        `"png"` path written by `keras_attn.utils.finish_run`).
+    """
+    if setting not in SETTING_NAMES:
+        raise ValueError(f"`setting` must be one of {SETTING_NAMES}. Received: setting={setting!r}")
+    paths = finish_run(args.out, name, results, figure, started_at=started_at, setting=setting)
+    return {"setting": setting, "results": results, "paths": paths}

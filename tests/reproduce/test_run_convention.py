@@ -1,0 +1,36 @@
+import argparse
+
+import pytest
+
+from keras_attn.reproduce import _run
+
+
+@pytest.mark.parametrize(
+    ("small", "full", "expected"),
+    [("1", True, "small"), ("1", False, "small"), ("0", True, "full"), ("", False, "fast")],
+)
+def test_small_wins_over_full(monkeypatch, small, full, expected):
+    monkeypatch.setenv("KERAS_ATTN_SMALL", small)
+    settings = {"fast": {"n": 2}, "full": {"n": 3}}
+    name, chosen = _run.choose_setting(argparse.Namespace(full=full), settings)
+    assert name == expected
+    assert chosen is settings["fast" if expected == "small" else expected]
+    settings["small"] = {"n": 1}
+    assert (
+        _run.choose_setting(argparse.Namespace(full=full), settings)[1]["n"]
+        == {"small": 1, "fast": 2, "full": 3}[expected]
+    )
+    with pytest.raises(ValueError, match="Received: settings keys"):
+        _run.choose_setting(argparse.Namespace(full=full), {"fast": {}})
+
+
+def test_finish_returns_the_one_shape(tmp_path, capsys):
+    args = argparse.Namespace(out=str(tmp_path), full=False)
+    outcome = _run.finish(args, "demo", {"a": 1}, started_at=0.0, setting="full")
+    assert outcome == {
+        "setting": "full",
+        "results": {"a": 1},
+        "paths": {"json": tmp_path / "demo.json"},
+    }
+    with pytest.raises(ValueError, match="Received: setting='medium'"):
+        _run.finish(args, "demo", {"a": 1}, started_at=0.0, setting="medium")

@@ -1,0 +1,57 @@
+import numpy as np
+import pytest
+
+from keras_attn.utils import median_seconds, timing
+
+
+class _Clock:
+    """A fake `perf_counter`: each call of a timed function advances it by its next duration."""
+
+    def __init__(self):
+        self.now, self.order = 0.0, []
+
+    def call(self, name, durations):
+        durations = iter(durations)
+
+        def run():
+            self.order.append(name)
+            self.now += next(durations)
+            return np.zeros(2)
+
+        return run
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock.now)
+    return clock
+
+
+def test_median_of_interleaved_rounds_after_warmup(clock):
+    calls = {
+        "a": clock.call("a", [50.0, 1.0, 3.0, 2.0]),
+        "b": clock.call("b", [9.0, 4.0, 4.0, 7.0]),
+    }
+    assert median_seconds(calls, repeats=3) == {"a": 2.0, "b": 4.0}  # the warm-up run is not timed
+    assert clock.order == ["a", "b", "a", "b", "a", "b", "a", "b"]
+    listed = [clock.call("x", [0.0, 5.0]), clock.call("y", [0.0, 6.0])]
+    assert median_seconds(listed, repeats=1) == [5.0, 6.0]
+
+
+def test_a_slow_call_is_timed_once(clock):
+    calls = {"slow": clock.call("slow", [30.0]), "quick": clock.call("quick", [1.0, 2.0, 2.0])}
+    assert median_seconds(calls, repeats=2, slow_s=10.0) == {"slow": 30.0, "quick": 2.0}
+    assert clock.order.count("slow") == 1
+
+
+def test_outputs_are_converted_inside_the_timed_region(clock, monkeypatch):
+    converted = []
+    monkeypatch.setattr(timing, "_to_numpy", lambda outputs: converted.append(clock.now))
+    median_seconds([clock.call("a", [1.0, 1.0])], repeats=1, warmup=1)
+    assert converted == [1.0, 2.0]  # after each run, before the clock is read again
+
+
+def test_bad_repeats():
+    with pytest.raises(ValueError, match="Received: repeats=0"):
+        median_seconds([lambda: None], repeats=0)
