@@ -104,6 +104,7 @@ class AdaViTFastPath(keras.Model):
         self.head_capacities = _capacities(heads, head_buckets or min(heads, 4))
         self._block_macs = [_block_macs_by_tokens(b, self.tokens) for b in model.blocks[1:]]
         self._compiled = {}
+        self.built = True  # every layer is the built model's
 
     def call(self, images, decisions=None, return_decisions=False):
         batch = ops.shape(images)[0]
