@@ -70,6 +70,7 @@ class AdaViTFastPath(keras.Model):
         decisions: optional fixed decisions (see `AdaViT.decide`); by
             default the gates decide, as in the masked path.
         return_decisions: bool, also return the decisions used.
+        training: ignored; the fast path is for inference only.
 
     Returns:
         The outputs, or `(outputs, decisions)` with `return_decisions`.
@@ -106,7 +107,7 @@ class AdaViTFastPath(keras.Model):
         self._compiled = {}
         self.built = True  # every layer is the built model's
 
-    def call(self, images, decisions=None, return_decisions=False):
+    def call(self, images, decisions=None, return_decisions=False, training=None):
         batch = ops.shape(images)[0]
         size = self.group_size if not isinstance(batch, int) else min(self.group_size, batch)
         groups = (batch + size - 1) // size
@@ -331,9 +332,19 @@ def _unchanged(x, tokens, heads, on):
 
 def _gather_tokens(x, tokens, capacity):
     """The kept tokens first: `(g, capacity)` indices, validity and `(g, capacity, dim)` values."""
-    validity, indices = ops.top_k(tokens, k=capacity)  # (g, capacity) each
+    indices, validity = _largest(tokens, capacity)  # (g, capacity) each
     gathered = ops.take_along_axis(x, indices[..., None], axis=1)  # (g, capacity, dim)
     return indices, validity, gathered
+
+
+def _largest(values, k):
+    """Indices and values of the `k` largest 0/1 `values` `(g, n)` per row.
+
+    A sort rather than `ops.top_k`, whose JAX lowering TensorFlow's
+    SavedModel loader cannot read yet.
+    """
+    indices = ops.argsort(-values, axis=-1)[:, :k]  # (g, k)
+    return indices, ops.take_along_axis(values, indices, axis=1)
 
 
 def _scatter_tokens(x, indices, values):
@@ -352,7 +363,7 @@ def _attention_branch(block, capacity, head_capacity):
     def branch(x, tokens, heads, on):
         indices, validity, gathered = _gather_tokens(x, tokens, capacity)
         normed = block.attention_norm(gathered)  # (g, c, dim)
-        head_validity, head_indices = ops.top_k(heads, k=head_capacity)  # (g, h) each
+        head_indices, head_validity = _largest(heads, head_capacity)  # (g, h) each
         query = _project(attention.query_dense, normed, head_indices)  # (g, c, h, key_dim)
         key = _project(attention.key_dense, normed, head_indices)  # (g, c, h, key_dim)
         value = _project(attention.value_dense, normed, head_indices)  # (g, c, h, value_dim)
