@@ -4,7 +4,8 @@ Pretrains the reproduction's small ViT on Fashion-MNIST, fine-tunes AdaViT
 at one usage target γ and times, in interleaved rounds in one process, the
 full ViT compiled with XLA (the baseline) and the AdaViT fast path (XLA),
 at batch 1 and 64. Prints the accuracies and the ratios baseline / fast path
-(above 1: the fast path is faster). Target: at least 1.5x faster at no more than 1 point accuracy loss.
+(above 1: the fast path is faster). Target: at least 1.5x faster at no more
+than 1 point accuracy loss.
 
     python benchmarks/adavit.py [--gamma 0.5] [--train 3000] [--epochs 4 3]
 """
