@@ -32,7 +32,8 @@ class AdaViT(keras.Model):
     With `training=True` the call adds the usage loss
     `w·|head usage − γ_h| + w·|block usage − γ_b| + w·(patch usage − γ_p)²`,
     each usage the mean of the binary decisions over the batch and the gated
-    blocks, with `w = usage_loss_weight`.
+    blocks, with `w = usage_loss_weight`; as in the official loss, head
+    usage counts only the blocks whose attention or MLP runs.
 
     The backbone is a functional ViT of the library, such as one made by
     `build_vision_transformer`: its pre-norm `TransformerBlock`s run in
@@ -48,8 +49,10 @@ class AdaViT(keras.Model):
         patch_threshold: float, keep threshold of the patch gates.
         head_threshold: float, keep threshold of the head gates.
         block_threshold: float, keep threshold of the block gates.
-        gate_bias: float, initial bias of every gate; positive values start
-            fine-tuning with most decisions on.
+        gate_bias: float, initial bias of every gate (0, as in the official
+            code; positive values start fine-tuning with most decisions on).
+            The gate kernels start from a truncated normal of deviation 0.02,
+            also as there.
         seed: int, seed of the Gumbel noise.
         **kwargs: base model arguments, such as `name`.
 
@@ -82,7 +85,7 @@ class AdaViT(keras.Model):
         patch_threshold=0.6,
         head_threshold=0.5,
         block_threshold=0.5,
-        gate_bias=3.0,
+        gate_bias=0.0,
         seed=None,
         **kwargs,
     ):
@@ -119,6 +122,7 @@ class AdaViT(keras.Model):
             units,
             temperature=self.temperature,
             threshold=threshold,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
             bias_initializer=keras.initializers.Constant(self.gate_bias),
             seed=None if self.seed is None else self.seed + offset,
             name=name,
@@ -149,7 +153,7 @@ class AdaViT(keras.Model):
         used = {key: [] for key in DECISION_KEYS}
         for index, block in enumerate(self.blocks[1:]):
             gates = (
-                self._gate_values(index, x, training)
+                self.gate_values(index, x, training)
                 if decisions is None
                 else _fixed_gates(decisions, index, x.dtype)
             )
@@ -158,10 +162,21 @@ class AdaViT(keras.Model):
                 used[key].append(gates[key])
         return self.readout(x, training=training), used
 
-    def _gate_values(self, index, x, training):
+    def gate_values(self, index, x, training=None):
+        """The decisions of gated block `index` from its input `x` `(batch, L, dim)`.
+
+        The patch gate reads the patch tokens after the block's attention
+        norm, as the official code's token gate does; the head and block
+        gates read the raw class token.
+
+        Returns:
+            dict with `"patches"` `(batch, L - 1)`, `"heads"` `(batch, heads)`,
+            `"attention"` and `"mlp"` `(batch,)`, each 0 or 1.
+        """
         cls = x[:, 0]  # (batch, dim)
         blocks = self.block_gates[index](cls, training=training)  # (batch, 2)
-        patches = self.patch_gates[index](x[:, 1:], training=training)  # (batch, patches, 1)
+        normed = self.blocks[index + 1].attention_norm(x[:, 1:])  # (batch, L - 1, dim)
+        patches = self.patch_gates[index](normed, training=training)  # (batch, L - 1, 1)
         return {
             "patches": patches[..., 0],
             "heads": self.head_gates[index](cls, training=training),  # (batch, heads)
@@ -170,29 +185,33 @@ class AdaViT(keras.Model):
         }
 
     def _gated_block(self, block, x, gates, training):
-        """`x + g_attn·m·attn(LN(x))`, then `x + g_mlp·m·mlp(LN(x))`, m the patch mask."""
+        """The block with dropped patches as non-keys and gated residual branches."""
         patches = ops.cast(gates["patches"], x.dtype)
         tokens = ops.concatenate([ops.ones_like(patches[:, :1]), patches], axis=1)  # (batch, L)
-        keys = tokens > 0.5  # (batch, L), the tokens other tokens may attend to
-        attended = block.attention(
-            block.attention_norm(x), mask=keys, head_mask=gates["heads"], training=training
+        x = block(
+            x,
+            mask=tokens > 0.5,  # (batch, L), the tokens other tokens may attend to
+            head_mask=gates["heads"],
+            attention_gate=tokens * ops.cast(gates["attention"], x.dtype)[:, None],
+            mlp_gate=tokens * ops.cast(gates["mlp"], x.dtype)[:, None],
+            training=training,
         )  # (batch, L, dim)
-        attention_gate = tokens * ops.cast(gates["attention"], x.dtype)[:, None]  # (batch, L)
-        x = x + attention_gate[..., None] * block.dropout_layer(attended, training=training)
-        hidden = block.dropout_layer(block.mlp_hidden(block.mlp_norm(x)), training=training)
-        mlp_gate = tokens * ops.cast(gates["mlp"], x.dtype)[:, None]  # (batch, L)
-        return x + mlp_gate[..., None] * block.dropout_layer(
-            block.mlp_output(hidden), training=training
-        )
+        # A new tensor without the key mask attached: it holds for this block only.
+        return ops.add(x, ops.zeros((), x.dtype))
 
     def _usage_loss(self, used):
-        usage = {key: ops.mean(ops.cast(ops.stack(used[key]), "float32")) for key in DECISION_KEYS}
-        block_usage = (usage["attention"] + usage["mlp"]) / 2.0
+        usage = {key: ops.cast(ops.stack(used[key], axis=1), "float32") for key in DECISION_KEYS}
+        running = ops.maximum(usage["attention"], usage["mlp"])  # (batch, gated_blocks)
+        # Head usage counts the blocks that run, as in the official loss.
+        head_usage = ops.sum(usage["heads"] * running[..., None]) / (
+            ops.sum(running) * self.num_heads + 1e-6
+        )
+        block_usage = (ops.mean(usage["attention"]) + ops.mean(usage["mlp"])) / 2.0
         patch_target, head_target, block_target = self.target_usage
         return self.usage_loss_weight * (
-            ops.abs(usage["heads"] - head_target)
+            ops.abs(head_usage - head_target)
             + ops.abs(block_usage - block_target)
-            + ops.square(usage["patches"] - patch_target)
+            + ops.square(ops.mean(usage["patches"]) - patch_target)
         )
 
     def decide(self, images):
@@ -210,11 +229,15 @@ class AdaViT(keras.Model):
             for key, values in used.items()
         }  # each (batch, gated_blocks, ...)
 
-    def fast_path(self):
-        """An `AdaViTFastPath` that skips the work the decisions leave out."""
+    def fast_path(self, **kwargs):
+        """An `AdaViTFastPath` that skips the work the decisions leave out.
+
+        Args:
+            **kwargs: its arguments, such as `token_buckets`.
+        """
         from keras_attn.models.adavit_fast_path import AdaViTFastPath
 
-        return AdaViTFastPath(self)
+        return AdaViTFastPath(self, **kwargs)
 
     def get_config(self):
         config = super().get_config()

@@ -1,11 +1,12 @@
-"""AdaViT inference that really skips work (Meng et al., CVPR 2022).
+"""AdaViT inference that really skips work, in `keras.ops` (Meng et al., CVPR 2022).
 
 AdaViT: Adaptive Vision Transformers for Efficient Image Recognition,
 https://arxiv.org/abs/2111.15668. The official code only multiplies by the
-decisions, so it is no faster than the full model. This engine gathers the
-kept tokens, slices the attention kernels to the kept heads and skips the
-sub-layers that are off, in NumPy, so that the saved work shows in the
-wall-clock time on a CPU.
+decisions, so it is no faster than the full model. This path gathers the
+kept tokens to a static capacity, slices the attention kernels to the kept
+heads and skips the sub-layers that are off, inside one XLA-compilable
+function, so that the saved work shows in the wall-clock time at any
+batch size.
 """
 
 import dataclasses
@@ -13,14 +14,15 @@ import math
 
 import keras
 import numpy as np
+from keras import ops
 
-from keras_attn._optional import require
-from keras_attn.layers import ClassToken, PatchEmbedding
+from keras_attn.models.adavit import DECISION_KEYS
+from keras_attn.utils.macs import count_macs, layer_macs
 
 
 @dataclasses.dataclass
 class FastPathResult:
-    """What `AdaViTFastPath.predict` returns.
+    """What `AdaViTFastPath.run` returns.
 
     Attributes:
         outputs: `(batch, classes)` numpy outputs of the model.
@@ -33,30 +35,52 @@ class FastPathResult:
     macs: np.ndarray
 
 
-class AdaViTFastPath:
-    """NumPy inference of an `AdaViT` that computes only what is kept.
+@keras.saving.register_keras_serializable(package="keras_attn")
+class AdaViTFastPath(keras.Model):
+    """Inference of an `AdaViT` that computes only what its decisions keep.
 
-    Per gated block, the kept tokens of the examples whose attention (or
-    MLP) is on are gathered, kept tokens first, into a `(examples, n, dim)`
-    array, `n` the largest kept count among them, so that a batch of one
-    computes exactly its kept tokens; the query, key, value and output
-    kernels are sliced to the heads that any of these examples keeps. The
-    result is scattered back; dropped tokens pass unchanged. The outputs
-    equal the masked path's (`AdaViT.__call__`) up to float rounding.
+    Per gated block and sub-layer (attention, then MLP), the examples are
+    sorted by their kept-token count (0 where the sub-layer is off) and
+    split into groups of `group_size`. Each group runs one branch of a
+    switch, chosen by its largest kept count: the kept tokens, class token
+    included, are gathered to the smallest bucket capacity that holds
+    them, `(group, capacity, dim)`, and for the attention the query, key,
+    value and output kernels are gathered per example to its kept heads,
+    padded to the group's head-count bucket. A group whose sub-layer is off
+    everywhere takes the empty branch. The result is scattered back;
+    dropped tokens pass unchanged. Every shape is static, so the call
+    compiles with XLA (one conditional per group, only the chosen branch
+    runs) and exports as a SavedModel. The outputs equal the masked path's
+    (`AdaViT.__call__`) up to float rounding.
 
-    The weights are copied when the engine is made: make a new one after
-    training further. Backbones from `build_vision_transformer` run
-    entirely in NumPy; other stems and readouts run through Keras.
+    The layers and weights are the model's own, not copies. Supports dense
+    attention with `logit_scale="none"` and float32 compute.
 
     Args:
         model: a built `AdaViT`.
+        token_buckets: int, number of token capacities, spread evenly up to
+            all tokens.
+        head_buckets: int, number of head capacities, spread evenly up to
+            all heads; defaults to one per head count up to 4.
+        group_size: int, examples per group.
+        **kwargs: base model arguments, such as `name`.
+
+    Call arguments:
+        images: the backbone's input.
+        decisions: optional fixed decisions (see `AdaViT.decide`); by
+            default the gates decide, as in the masked path.
+        return_decisions: bool, also return the decisions used.
+        training: ignored; the fast path is for inference only.
+
+    Returns:
+        The outputs, or `(outputs, decisions)` with `return_decisions`.
 
     Example:
 
     >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, dim=32, depth=3)
     >>> model = AdaViT(vit)
     >>> _ = model(np.zeros((1, 28, 28), "float32"))  # builds the gates
-    >>> result = model.fast_path().predict(np.zeros((2, 28, 28), "float32"))
+    >>> result = model.fast_path().run(np.zeros((2, 28, 28), "float32"))
     >>> result.outputs.shape, result.macs.shape
     ((2, 10), (2,))
 
@@ -64,102 +88,116 @@ class AdaViTFastPath:
         - [Meng et al., 2022](https://arxiv.org/abs/2111.15668)
     """
 
-    def __init__(self, model):
-        if not model.built:
+    def __init__(self, model, token_buckets=4, head_buckets=None, group_size=8, **kwargs):
+        super().__init__(**kwargs)
+        if not getattr(model, "built", False):
             raise ValueError("`model` must be built. Received: model with built=False")
+        for name, value in (("token_buckets", token_buckets), ("group_size", group_size)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+        for block in model.blocks:
+            _check_attention(block.attention)
         self.model = model
-        self.blocks = [_block_weights(block) for block in model.blocks]
-        self.gates = [
-            {
-                "patches": _numpy(patch.kernel)[:, 0],
-                "patches_bias": float(_numpy(patch.bias)[0]),
-                "heads": _numpy(head.kernel),
-                "heads_bias": _numpy(head.bias),
-                "blocks": _numpy(block.kernel),
-                "blocks_bias": _numpy(block.bias),
-            }
-            for patch, head, block in model._gates()
-        ]
-        self.thresholds = {
-            "patches": _logit(model.patch_threshold),
-            "heads": _logit(model.head_threshold),
-            "blocks": _logit(model.block_threshold),
-        }
-        self.stem = _numpy_stem(model.stem)
-        self.readout = _numpy_readout(model.backbone)
-        first = self.blocks[0]
+        self.group_size = group_size
         self.tokens = model.stem.output.shape[1]
-        self.shape = {
-            "dim": first["query"].shape[0],
-            "heads": first["query"].shape[1],
-            "key_dim": first["query"].shape[2],
-            "value_dim": first["value"].shape[2],
-            "mlp_dim": first["mlp_hidden"].shape[1],
-        }
+        heads = model.num_heads
+        self.token_capacities = _capacities(self.tokens, token_buckets)
+        self.head_capacities = _capacities(heads, head_buckets or min(heads, 4))
+        self._block_macs = [_block_macs_by_tokens(b, self.tokens) for b in model.blocks[1:]]
+        self._compiled = {}
+        self.built = True  # every layer is the built model's
 
-    def predict(self, images, decisions=None):
-        """Runs the model, skipping what the decisions leave out.
+    def call(self, images, decisions=None, return_decisions=False, training=None):
+        batch = ops.shape(images)[0]
+        size = self.group_size if not isinstance(batch, int) else min(self.group_size, batch)
+        groups = (batch + size - 1) // size
+        padded = _pad_batch(images, groups * size)  # (groups * size, ...)
+        real = ops.arange(groups * size) < batch  # (padded,), the real examples
+        model = self.model
+        x = model.blocks[0](model.stem(padded))  # (padded, L, dim)
+        used = {key: [] for key in DECISION_KEYS}
+        for index, block in enumerate(model.blocks[1:]):
+            if decisions is None:
+                gates = model.gate_values(index, x, training=False)
+            else:
+                gates = {
+                    key: _pad_batch(ops.cast(decisions[key][:, index], x.dtype), groups * size)
+                    for key in used
+                }
+            gates = {key: _off_outside(value, real) for key, value in gates.items()}
+            x = self._block(block, x, gates, groups, size)
+            for key in DECISION_KEYS:
+                used[key].append(gates[key][:batch])
+        outputs = model.readout(x)[:batch]
+        if not return_decisions:
+            return outputs
+        return outputs, {key: ops.stack(values, axis=1) > 0.5 for key, values in used.items()}
+
+    def _block(self, block, x, gates, groups, size):
+        patches = ops.cast(gates["patches"], x.dtype)
+        tokens = ops.concatenate([ops.ones_like(patches[:, :1]), patches], axis=1)  # (b, L)
+        heads = ops.cast(gates["heads"], x.dtype)  # (b, heads)
+        kept = ops.sum(tokens, axis=1)  # (b,)
+        attention = self._attention_branches(block)
+        on = ops.cast(gates["attention"], x.dtype)
+        x = _grouped(attention, x, (tokens, heads, on), kept * on, groups, size, self._pick(True))
+        on = ops.cast(gates["mlp"], x.dtype)
+        mlp = self._mlp_branches(block)
+        return _grouped(mlp, x, (tokens, heads, on), kept * on, groups, size, self._pick(False))
+
+    def _pick(self, with_heads):
+        """The branch of a group from its sorted keys and operands."""
+        token_capacities = np.array(self.token_capacities)
+        head_capacities = np.array(self.head_capacities)
+
+        def pick(keys, operands):
+            largest = ops.max(keys)  # the group's largest kept count, 0 when off
+            bucket = ops.sum(ops.cast(token_capacities < largest, "int32"))
+            if not with_heads:
+                return ops.where(largest > 0, 1 + bucket, 0)
+            _, group_heads, on = operands
+            most = ops.maximum(ops.max(ops.sum(group_heads, axis=1) * on), 1.0)
+            head_bucket = ops.sum(ops.cast(head_capacities < most, "int32"))
+            return ops.where(largest > 0, 1 + bucket * len(head_capacities) + head_bucket, 0)
+
+        return pick
+
+    def _attention_branches(self, block):
+        branches = [_unchanged]
+        for capacity in self.token_capacities:
+            for head_capacity in self.head_capacities:
+                branches.append(_attention_branch(block, capacity, head_capacity))
+        return branches
+
+    def _mlp_branches(self, block):
+        return [_unchanged] + [_mlp_branch(block, c) for c in self.token_capacities]
+
+    def run(self, images, decisions=None):
+        """Runs the XLA-compiled fast path on numpy inputs.
 
         Args:
             images: numpy batch of the backbone's input.
-            decisions: optional fixed decisions (see `AdaViT.decide`); by
-                default the gates decide, as in the masked path.
+            decisions: optional fixed decisions (see `AdaViT.decide`).
 
         Returns:
             A `FastPathResult`.
         """
-        images = np.asarray(images, "float32")
-        x = self._stem(images)  # (batch, tokens, dim)
-        x = _run_block(self.blocks[0], x, _all_kept(len(x), self.tokens, self.shape["heads"]))
-        used = {"patches": [], "heads": [], "attention": [], "mlp": []}
-        for index, block in enumerate(self.blocks[1:]):
-            if decisions is None:
-                step = self._decide(index, x)
-            else:
-                step = {key: np.asarray(value[:, index], bool) for key, value in decisions.items()}
-            x = _run_block(block, x, step)
-            for key, value in step.items():
-                used[key].append(value)
-        used = {key: np.stack(values, axis=1) for key, values in used.items()}
-        return FastPathResult(self._readout(x), used, self.macs(used))
-
-    def predict_full(self, images):
-        """The backbone alone: every block in full, no gate computed."""
-        x = self._stem(np.asarray(images, "float32"))
-        for block in self.blocks:
-            x = _run_block(block, x, _all_kept(len(x), self.tokens, self.shape["heads"]))
-        return self._readout(x)
-
-    def _stem(self, images):
-        if self.stem is None:
-            return np.array(keras.ops.convert_to_numpy(self.model.stem(images)))  # writable
-        return self.stem(images)
-
-    def _readout(self, x):
-        if self.readout is None:
-            return keras.ops.convert_to_numpy(self.model.readout(x))
-        return self.readout(x)
-
-    def _decide(self, index, x):
-        gate = self.gates[index]
-        cls = x[:, 0]  # (batch, dim)
-        blocks = cls @ gate["blocks"] + gate["blocks_bias"] > self.thresholds["blocks"]
-        return {
-            "patches": x[:, 1:] @ gate["patches"] + gate["patches_bias"]
-            > self.thresholds["patches"],  # (batch, patches)
-            "heads": cls @ gate["heads"] + gate["heads_bias"] > self.thresholds["heads"],
-            "attention": blocks[:, 0],
-            "mlp": blocks[:, 1],
-        }
+        key = decisions is not None
+        if key not in self._compiled:
+            self._compiled[key] = xla_function(
+                self, return_decisions=True, with_decisions=decisions is not None
+            )
+        arguments = (images,) if decisions is None else (images, _as_float(decisions))
+        outputs, used = self._compiled[key](*arguments)
+        used = {k: np.asarray(v, bool) for k, v in used.items()}
+        return FastPathResult(np.asarray(outputs), used, self.macs(used))
 
     def macs(self, decisions):
         """Multiply-accumulates of each example under `decisions`.
 
-        Counts the matrix products: patch embedding, the first block in
-        full, the gates and the kept part of each gated block (projections
-        of the kept heads on the kept tokens, attention among the kept
-        tokens, MLP on the kept tokens) and the head. Norms, softmax and
-        activations are left out.
+        Counted with `keras_attn.utils.macs`: the backbone outside the gated
+        blocks, the gates, and per gated block the attention on the kept
+        tokens and heads (when on) and the MLP on the kept tokens (when on).
 
         Args:
             decisions: dict as returned by `AdaViT.decide`.
@@ -167,124 +205,221 @@ class AdaViTFastPath:
         Returns:
             `(batch,)` int64.
         """
-        dim, tokens = self.shape["dim"], self.tokens
-        kept_tokens = 1 + decisions["patches"].sum(-1)  # (batch, gated_blocks)
-        kept_heads = decisions["heads"].sum(-1)  # (batch, gated_blocks)
-        attention = self._attention_macs(kept_tokens, kept_heads) * decisions["attention"]
-        mlp = 2 * kept_tokens * dim * self.shape["mlp_dim"] * decisions["mlp"]
-        gates = (tokens - 1) * dim + dim * (self.shape["heads"] + 2)
-        gated = (attention + mlp + gates).sum(-1)
-        full = (
-            self._attention_macs(tokens, self.shape["heads"])
-            + 2 * tokens * dim * (self.shape["mlp_dim"])
-        )
-        return (self.fixed_macs() + full + gated).astype("int64")
+        kept = 1 + np.sum(decisions["patches"], axis=-1)  # (batch, gated_blocks)
+        heads = np.sum(decisions["heads"], axis=-1)  # (batch, gated_blocks)
+        total = np.full(kept.shape[0], self.fixed_macs(), "int64")
+        for index, (attention, mlp) in enumerate(self._block_macs):  # (L + 1,) each
+            n = kept[:, index]
+            per_head = attention[n] // self.model.num_heads
+            total += per_head * heads[:, index] * decisions["attention"][:, index]
+            total += mlp[n] * decisions["mlp"][:, index]
+        return total
+
+    def fixed_macs(self):
+        """MACs that every example spends: stem, first block, readout and gates."""
+        dim = self.model.stem.output.shape[-1]
+        gates = (self.tokens - 1) * dim + dim * (self.model.num_heads + 2)
+        gated = sum(layer_macs(block, (1, self.tokens, dim)) for block in self.model.blocks[1:])
+        return count_macs(self.model.backbone) - gated + gates * len(self.model.patch_gates)
 
     def full_macs(self):
         """Multiply-accumulates of one example through the backbone alone."""
-        tokens, dim = self.tokens, self.shape["dim"]
-        block = (
-            self._attention_macs(tokens, self.shape["heads"])
-            + 2 * tokens * dim * (self.shape["mlp_dim"])
+        return count_macs(self.model.backbone)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "model": keras.saving.serialize_keras_object(self.model),
+                "token_buckets": len(self.token_capacities),
+                "head_buckets": len(self.head_capacities),
+                "group_size": self.group_size,
+            }
         )
-        return int(self.fixed_macs() + len(self.blocks) * block)
+        return config
 
-    def fixed_macs(self):
-        """Multiply-accumulates of the patch embedding and the head."""
-        embeddings = [x for x in self.model.backbone.layers if isinstance(x, PatchEmbedding)]
-        patch = sum(_numpy(embedding.projection.kernel).size for embedding in embeddings)
-        classes = self.model.backbone.output.shape[-1]
-        return (self.tokens - 1) * patch + self.shape["dim"] * classes
-
-    def _attention_macs(self, tokens, heads):
-        dim, key_dim, value_dim = self.shape["dim"], self.shape["key_dim"], self.shape["value_dim"]
-        projections = tokens * dim * heads * (2 * key_dim + 2 * value_dim)
-        return projections + heads * tokens * tokens * (key_dim + value_dim)
+    @classmethod
+    def from_config(cls, config):
+        config["model"] = keras.saving.deserialize_keras_object(config["model"])
+        return cls(**config)
 
 
-def _run_block(block, x, decisions):
-    """One pre-norm block on the kept tokens and heads; updates `x` in place."""
-    kept = np.concatenate([np.ones_like(decisions["patches"][:, :1]), decisions["patches"]], 1)
-    order = np.argsort(~kept, axis=1, kind="stable")  # (batch, tokens), kept tokens first
-    counts = kept.sum(1)  # (batch,)
-    _attention_branch(block, x, decisions, order, counts)
-    _mlp_branch(block, x, decisions["mlp"], order, counts)
+def xla_function(model, **call_kwargs):
+    """`model`'s inference as one XLA-compiled function of numpy inputs.
+
+    TensorFlow: a `tf.function` with `jit_compile=True`; JAX: `jax.jit` of
+    `model.stateless_call`. `with_decisions=True` makes the second argument
+    the dict of decisions. Returns numpy arrays (nested like the outputs).
+
+    Args:
+        model: a built Keras model.
+        **call_kwargs: further arguments of the call, such as
+            `return_decisions=True`.
+
+    Returns:
+        A function `fn(images[, decisions])`.
+    """
+    with_decisions = call_kwargs.pop("with_decisions", False)
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        def forward(images, *decisions):  # `decisions`: empty, or the dict
+            kwargs = dict(call_kwargs, training=False)
+            if with_decisions:
+                kwargs["decisions"] = decisions[0]
+            return model(images, **kwargs)
+
+        compiled = tf.function(forward, jit_compile=True)
+
+        def run(*args):
+            return keras.tree.map_structure(np.asarray, compiled(*args))
+
+        run.compiled = compiled
+        return run
+    if backend == "jax":
+        import jax
+
+        trainable = [v.value for v in model.trainable_variables]
+        frozen = [v.value for v in model.non_trainable_variables]
+
+        def stateless(trainable, frozen, images, *decisions):
+            kwargs = dict(call_kwargs, training=False)
+            if with_decisions:
+                kwargs["decisions"] = decisions[0]
+            return model.stateless_call(trainable, frozen, images, **kwargs)[0]
+
+        compiled = jax.jit(stateless)
+        return lambda *args: keras.tree.map_structure(
+            np.asarray, compiled(trainable, frozen, *args)
+        )
+    raise ValueError(
+        f"XLA inference needs the tensorflow or jax backend. Received: backend={backend!r}"
+    )
+
+
+def _grouped(branches, x, operands, keys, groups, size, pick):
+    """Runs `branches[pick(...)]` on each group of `size` examples sorted by `keys`."""
+    order = ops.argsort(-keys)  # (b,), largest kept count first
+    sorted_x = ops.take(x, order, axis=0)  # (b, L, dim)
+    sorted_ops = tuple(ops.take(o, order, axis=0) for o in operands)
+    sorted_keys = ops.take(keys, order, axis=0)  # (b,)
+    length, dim = x.shape[1], x.shape[2]
+
+    def body(group, result):
+        start = ops.cast(group, "int32") * size
+        chunk = ops.slice(sorted_x, _at(start, 3), (size, length, dim))  # (size, L, dim)
+        chunk_ops = tuple(
+            ops.slice(o, _at(start, len(o.shape)), (size, *o.shape[1:])) for o in sorted_ops
+        )
+        chunk_keys = ops.slice(sorted_keys, _at(start, 1), (size,))  # (size,)
+        index = pick(chunk_keys, chunk_ops)
+        updated = ops.switch(index, branches, chunk, *chunk_ops)  # (size, L, dim)
+        return ops.slice_update(result, _at(start, 3), updated)
+
+    result = ops.fori_loop(0, groups, body, sorted_x)  # (b, L, dim)
+    return ops.take(result, ops.argsort(order), axis=0)  # back to the input order
+
+
+def _at(start, rank):
+    """Start indices `(start, 0, ...)` of a slice along the batch axis, int32."""
+    return ops.concatenate([ops.reshape(start, (1,)), ops.zeros((rank - 1,), "int32")])
+
+
+def _unchanged(x, tokens, heads, on):
     return x
 
 
-def _gather(x, examples, order, counts):
-    """Kept tokens of `examples`, kept first: `(examples, n)` indices and validity."""
-    length = counts[examples].max()
-    rows = examples[:, None]  # (examples, 1)
-    columns = order[examples, :length]  # (examples, n)
-    valid = np.arange(length)[None] < counts[examples][:, None]  # (examples, n)
-    return rows, columns, valid
+def _gather_tokens(x, tokens, capacity):
+    """The kept tokens first: `(g, capacity)` indices, validity and `(g, capacity, dim)` values."""
+    indices, validity = _largest(tokens, capacity)  # (g, capacity) each
+    gathered = ops.take_along_axis(x, indices[..., None], axis=1)  # (g, capacity, dim)
+    return indices, validity, gathered
 
 
-def _attention_branch(block, x, decisions, order, counts):
-    examples = np.flatnonzero(decisions["attention"])
-    if examples.size == 0:
-        return
-    rows, columns, valid = _gather(x, examples, order, counts)
-    heads = decisions["heads"][examples]  # (examples, heads)
-    kept_heads = np.flatnonzero(heads.any(0))
-    tokens = _layer_norm(x[rows, columns], block["attention_norm"])  # (examples, n, dim)
-    update = np.broadcast_to(block["output_bias"], tokens.shape)
-    if kept_heads.size:
-        context = _attention(block, tokens, valid, kept_heads)  # (examples, h, n, value_dim)
-        context = context * heads[:, kept_heads][:, :, None, None]
-        batch, _, length, value_dim = context.shape
-        context = context.transpose(0, 2, 1, 3).reshape(batch, length, -1)  # (b, n, h * v)
-        output = block["output"][kept_heads]  # (h, value_dim, dim)
-        output = output.reshape(-1, output.shape[-1])  # (h * value_dim, dim)
-        update = context @ output + block["output_bias"]  # (examples, n, dim)
-    x[rows, columns] += update * valid[..., None]
+def _largest(values, k):
+    """Indices and values of the `k` largest 0/1 `values` `(g, n)` per row.
+
+    A sort rather than `ops.top_k`, whose JAX lowering TensorFlow's
+    SavedModel loader cannot read yet.
+    """
+    indices = ops.argsort(-values, axis=-1)[:, :k]  # (g, k)
+    return indices, ops.take_along_axis(values, indices, axis=1)
 
 
-def _attention(block, tokens, valid, heads):
-    query = _project(tokens, block["query"], block["query_bias"], heads)  # (b, h, n, key_dim)
-    key = _project(tokens, block["key"], block["key_bias"], heads)  # (b, h, n, key_dim)
-    value = _project(tokens, block["value"], block["value_bias"], heads)  # (b, h, n, value_dim)
-    logits = query @ key.transpose(0, 1, 3, 2) / math.sqrt(query.shape[-1])  # (b, h, n, n)
-    logits = np.where(valid[:, None, None, :], logits, -np.inf)
-    weights = np.exp(logits - logits.max(-1, keepdims=True))
-    weights /= weights.sum(-1, keepdims=True)
-    return weights @ value  # (b, h, n, value_dim)
+def _scatter_tokens(x, indices, values):
+    """`x` `(g, L, dim)` with the rows `indices` `(g, c)` of each example set to `values`."""
+    groups, length, dim = x.shape
+    flat = ops.reshape(x, (groups * length, dim))  # (g * L, dim)
+    rows = ops.arange(groups)[:, None] * length + ops.cast(indices, "int32")  # (g, c)
+    rows = ops.reshape(rows, (-1, 1))  # (g * c, 1)
+    flat = ops.scatter_update(flat, rows, ops.reshape(values, (-1, dim)))
+    return ops.reshape(flat, (groups, length, dim))  # (g, L, dim)
 
 
-def _project(tokens, kernel, bias, heads):
-    """`tokens @ kernel` for the kept heads, `(b, h, n, k)`."""
-    dim, _, size = kernel.shape
-    projected = tokens @ kernel[:, heads].reshape(dim, heads.size * size)  # (b, n, h * k)
-    if bias is not None:
-        projected = projected + bias[heads].reshape(-1)  # (h * k,)
-    batch, length = tokens.shape[:2]
-    projected = projected.reshape(batch, length, heads.size, size)  # (b, n, h, k)
-    return projected.transpose(0, 2, 1, 3)
-
-
-def _mlp_branch(block, x, mlp_on, order, counts):
-    examples = np.flatnonzero(mlp_on)
-    if examples.size == 0:
-        return
-    rows, columns, valid = _gather(x, examples, order, counts)
-    tokens = _layer_norm(x[rows, columns], block["mlp_norm"])  # (examples, n, dim)
-    hidden = block["activation"](tokens @ block["mlp_hidden"] + block["mlp_hidden_bias"])
-    update = hidden @ block["mlp_output"] + block["mlp_output_bias"]  # (examples, n, dim)
-    x[rows, columns] += update * valid[..., None]
-
-
-def _all_kept(batch, tokens, heads):
-    return {
-        "patches": np.ones((batch, tokens - 1), bool),
-        "heads": np.ones((batch, heads), bool),
-        "attention": np.ones((batch,), bool),
-        "mlp": np.ones((batch,), bool),
-    }
-
-
-def _block_weights(block):
+def _attention_branch(block, capacity, head_capacity):
     attention = block.attention
+
+    def branch(x, tokens, heads, on):
+        indices, validity, gathered = _gather_tokens(x, tokens, capacity)
+        normed = block.attention_norm(gathered)  # (g, c, dim)
+        head_indices, head_validity = _largest(heads, head_capacity)  # (g, h) each
+        query = _project(attention.query_dense, normed, head_indices)  # (g, c, h, key_dim)
+        key = _project(attention.key_dense, normed, head_indices)  # (g, c, h, key_dim)
+        value = _project(attention.value_dense, normed, head_indices)  # (g, c, h, value_dim)
+        query = query * (1.0 / math.sqrt(attention.key_dim))
+        keys = ops.cast(validity, "bool")[:, None, None, :]  # (g, 1, 1, c)
+        context = ops.dot_product_attention(query, key, value, mask=keys, scale=1.0)
+        context = context * head_validity[:, None, :, None]  # (g, c, h, value_dim)
+        output = attention.output_dense
+        kernel = ops.take(output.kernel, head_indices, axis=0)  # (g, h, value_dim, dim)
+        update = ops.einsum("gchv,ghvd->gcd", context, kernel)  # (g, c, dim)
+        if output.bias is not None:
+            update = update + output.bias
+        gate = (validity * on[:, None])[..., None]  # (g, c, 1)
+        return _scatter_tokens(x, indices, gathered + gate * update)
+
+    return branch
+
+
+def _project(dense, x, head_indices):
+    """`x` `(g, c, dim)` through the heads `head_indices` `(g, h)` of a projection."""
+    kernel = ops.take(dense.kernel, head_indices, axis=1)  # (dim, g, h, size)
+    projected = ops.einsum("gcd,dghk->gchk", x, kernel)  # (g, c, h, size)
+    if dense.bias is not None:
+        projected = projected + ops.take(dense.bias, head_indices, axis=0)[:, None]
+    return projected
+
+
+def _mlp_branch(block, capacity):
+    def branch(x, tokens, heads, on):
+        indices, validity, gathered = _gather_tokens(x, tokens, capacity)
+        update = block.mlp_output(block.mlp_hidden(block.mlp_norm(gathered)))  # (g, c, dim)
+        gate = (validity * on[:, None])[..., None]  # (g, c, 1)
+        return _scatter_tokens(x, indices, gathered + gate * update)
+
+    return branch
+
+
+def _pad_batch(x, size):
+    """`x` padded with zeros along the batch axis to `size` rows."""
+    filler = ops.zeros((size, *x.shape[1:]), x.dtype)
+    return ops.concatenate([x, filler], axis=0)[:size]
+
+
+def _off_outside(gate, real):
+    """Decisions forced off for the padding examples."""
+    real = ops.cast(real, gate.dtype)
+    return gate * ops.reshape(real, (-1,) + (1,) * (len(gate.shape) - 1))
+
+
+def _capacities(total, buckets):
+    return sorted(
+        {max(1, math.ceil(total * k / min(buckets, total))) for k in range(1, buckets + 1)}
+    )
+
+
+def _check_attention(attention):
     if attention.is_sparse or attention.attention_pattern != "dense":
         raise ValueError(
             "The fast path supports dense attention only. "
@@ -295,100 +430,16 @@ def _block_weights(block):
             "The fast path supports `logit_scale='none'` only. "
             f"Received: logit_scale={attention.logit_scale!r}"
         )
-    weights = {
-        "attention_norm": _norm_weights(block.attention_norm),
-        "mlp_norm": _norm_weights(block.mlp_norm),
-        "mlp_hidden": _numpy(block.mlp_hidden.kernel),
-        "mlp_hidden_bias": _numpy(block.mlp_hidden.bias),
-        "mlp_output": _numpy(block.mlp_output.kernel),
-        "mlp_output_bias": _numpy(block.mlp_output.bias),
-        "activation": _numpy_activation(block.mlp_hidden.activation),
-    }
-    for name, dense in (
-        ("query", attention.query_dense),
-        ("key", attention.key_dense),
-        ("value", attention.value_dense),
-        ("output", attention.output_dense),
-    ):
-        weights[name] = _numpy(dense.kernel)
-        weights[f"{name}_bias"] = _numpy(dense.bias) if attention.use_bias else None
-    if weights["output_bias"] is None:
-        weights["output_bias"] = np.zeros(weights["output"].shape[-1], "float32")
-    return weights
 
 
-def _norm_weights(norm):
-    return (_numpy(norm.gamma), _numpy(norm.beta), norm.epsilon)
+def _block_macs_by_tokens(block, tokens):
+    """Attention and MLP MACs of `block` on 0..`tokens` tokens, two `(tokens + 1,)` arrays."""
+    dim = block.attention_norm.gamma.shape[0]
+    attention = [layer_macs(block.attention, (1, n, dim)) for n in range(tokens + 1)]
+    whole = [layer_macs(block, (1, n, dim)) for n in range(tokens + 1)]
+    attention = np.array(attention, "int64")
+    return attention, np.array(whole, "int64") - attention
 
 
-def _layer_norm(x, weights):
-    gamma, beta, epsilon = weights
-    mean = x.mean(-1, keepdims=True)
-    variance = np.square(x - mean).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(variance + epsilon) * gamma + beta
-
-
-def _numpy_activation(activation):
-    name = getattr(activation, "__name__", "")
-    if name == "gelu":
-        erf = require("scipy.special", "reproduce").erf
-        return lambda x: 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
-    if name == "relu":
-        return lambda x: np.maximum(x, 0.0)
-    if name == "linear":
-        return lambda x: x
-    return lambda x: keras.ops.convert_to_numpy(activation(x))
-
-
-def _numpy_stem(stem):
-    """Images to tokens in NumPy for a `build_vision_transformer` stem, else `None`."""
-    layers = [layer for layer in stem.layers if not isinstance(layer, keras.layers.InputLayer)]
-    kinds = [type(layer) for layer in layers[:2]]
-    if len(layers) != 3 or kinds != [PatchEmbedding, ClassToken]:
-        return None
-    embedding, class_token, position = layers
-    kernel = _numpy(embedding.projection.kernel)  # (patch, patch, channels, dim)
-    bias = _numpy(embedding.projection.bias)
-    token = _numpy(class_token.token)
-    length = 1 + np.prod([s // embedding.patch_size for s in stem.input.shape[1:3]])
-    positions = keras.ops.convert_to_numpy(position(np.zeros((1, length, token.size), "float32")))
-    patch = embedding.patch_size
-
-    def run(images):
-        images = images if images.ndim == 4 else images[..., None]
-        batch, height, width, channels = images.shape
-        # (batch, rows, patch, columns, patch, channels)
-        grid = images.reshape(batch, height // patch, patch, width // patch, patch, channels)
-        grid = grid.transpose(0, 1, 3, 2, 4, 5)  # (batch, rows, columns, patch, patch, channels)
-        patches = grid.reshape(batch, -1, patch * patch * channels)  # (batch, patches, features)
-        embedded = patches @ kernel.reshape(-1, kernel.shape[-1]) + bias  # (batch, patches, dim)
-        cls = np.broadcast_to(token, (batch, 1, token.size))
-        return np.concatenate([cls, embedded], axis=1) + positions  # (batch, tokens, dim)
-
-    return run
-
-
-def _numpy_readout(backbone):
-    """Final norm, class token, dense head and softmax in NumPy, else `None`."""
-    names = [layer.name for layer in backbone.layers]
-    if not {"final_norm", "head"} <= set(names) or names[-1] != "probabilities":
-        return None
-    norm = _norm_weights(backbone.get_layer("final_norm"))
-    head = backbone.get_layer("head")
-    kernel, bias = _numpy(head.kernel), _numpy(head.bias)
-
-    def run(x):
-        logits = _layer_norm(x[:, 0], norm) @ kernel + bias  # (batch, classes)
-        exp = np.exp(logits - logits.max(-1, keepdims=True))
-        return exp / exp.sum(-1, keepdims=True)
-
-    return run
-
-
-def _numpy(variable):
-    return np.asarray(keras.ops.convert_to_numpy(variable), "float32")
-
-
-def _logit(probability):
-    """`sigmoid(z) > p` exactly when `z > log(p / (1 - p))`."""
-    return math.log(probability / (1.0 - probability))
+def _as_float(decisions):
+    return {key: np.asarray(value, "float32") for key, value in decisions.items()}

@@ -132,12 +132,12 @@ def random_decisions(usage, like, rng):
 
 
 def predict_in_chunks(fast, images, decisions=None, chunk=500):
-    """`fast.predict` over `images` in chunks: `(outputs, decisions, macs)`."""
+    """`fast.run` over `images` in chunks: `(outputs, decisions, macs)`."""
     parts = []
     for start in range(0, len(images), chunk):
         window = slice(start, start + chunk)
         fixed = None if decisions is None else {k: v[window] for k, v in decisions.items()}
-        parts.append(fast.predict(images[window], decisions=fixed))
+        parts.append(fast.run(images[window], decisions=fixed))
     return (
         np.concatenate([part.outputs for part in parts]),
         {
@@ -200,9 +200,9 @@ def run(args):
 
 
 def _latency(vit, fast_paths, images, setting):
-    predictors = {"full (XLA)": xla_predictor(vit), "full (NumPy)": _first(fast_paths).predict_full}
+    predictors = {"full (XLA)": xla_predictor(vit)}
     for gamma, fast in fast_paths.items():
-        predictors[f"AdaViT γ={gamma} fast path"] = fast.predict
+        predictors[f"AdaViT γ={gamma} fast path"] = fast.run
     return {
         f"batch {batch}": compare_latency(predictors, images, batch, rounds)
         for batch, rounds in (
@@ -268,8 +268,7 @@ def _plot_latency(axis, results):
         label="AdaViT fast path",
     )
     accuracy = results["full_model"]["accuracy"]
-    for name, marker in (("full (XLA)", "k*"), ("full (NumPy)", "kx")):
-        axis.plot(latency[name], accuracy, marker, markersize=10, label=name)
+    axis.plot(latency["full (XLA)"], accuracy, "k*", markersize=10, label="full (XLA)")
     axis.set_xlabel("latency at batch 1 (ms)")
     axis.set_ylabel("test accuracy")
     axis.legend(fontsize=8)
