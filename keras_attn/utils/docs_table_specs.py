@@ -315,6 +315,121 @@ def minilm_diagonals(results):
     return markdown_table(header, rows)
 
 
+def attention_core_benchmark(results):
+    rows = [
+        [
+            row["pattern"],
+            f"{row['length']:,}",
+            f"{row['keras_seconds'] * 1e3:.2f}",
+            f"{row['core_seconds'] * 1e3:.2f}",
+            f"{row['ratio']:.2f}",
+        ]
+        for row in results("benchmarks/attention_core")["results"]["rows"]
+    ]
+    return markdown_table(["pattern", "L", "Keras MHA (ms)", "core (ms)", "core / Keras"], rows)
+
+
+def _mib(value):
+    return "not run" if value is None else f"{value / 2**20:,.0f}"
+
+
+def _ratio(value, digits=0):
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def logsparse_benchmark(backend):
+    """The dense-vs-LogSparse rows of one backend; planned columns where XLA reports a plan."""
+
+    def table(results):
+        data = results("benchmarks/logsparse")["results"][backend]
+        planned = backend == "jax"
+        header = ["L"]
+        for layer in ("dense", "LogSparse"):
+            header += [f"{layer} planned"] * planned + [f"{layer} measured", f"{layer} time (s)"]
+        header += ["planned ratio"] * planned + ["measured ratio", "time ratio"]
+        rows = []
+        for dense, sparse in zip(data["dense"], data["logsparse"], strict=True):
+            row = [f"{sparse['length']:,}"]
+            for entry in (dense, sparse):
+                ran = entry.get("ran")
+                row += [_mib(entry.get("planned_bytes"))] * planned
+                row += [_mib(entry["rss_bytes"]) if ran else "not run"]
+                row += [f"{entry['seconds']:.3f}" if ran else "–"]
+            ratios = sparse.get("ratios", {})
+            row += [_ratio(ratios.get("planned_bytes"))] * planned
+            row += [_ratio(ratios.get("rss_bytes")), _ratio(ratios.get("seconds"), 1)]
+            rows.append(row)
+        return markdown_table(header, rows)
+
+    return table
+
+
+def logsparse_benchmark_growth(results):
+    data = results("benchmarks/logsparse")["results"]
+    rows = []
+    for backend, name in (("jax", "JAX + XLA"), ("tensorflow", "TF + XLA")):
+        for layer, label in (("dense", "dense"), ("logsparse", "LogSparse")):
+            exponents = data[backend]["growth_exponents"][layer]
+            rows.append(
+                [name, label]
+                + [
+                    "–" if exponents[key] is None else f"{exponents[key]:.2f}"
+                    for key in ("planned_bytes", "rss_bytes", "seconds")
+                ]
+            )
+    return markdown_table(["backend", "layer", "planned memory", "measured memory", "time"], rows)
+
+
+def _met(value, target, above=True, unit="×"):
+    if value is None:
+        return "–"
+    met = value >= target if above else value <= target
+    shown = f"{value:,.0f}×" if unit == "×" else f"{value:.2f}"
+    return f"{shown}, " + ("met" if met else "**not met**")
+
+
+def logsparse_benchmark_targets(results):
+    """The issue's targets at L = 8192 and 65,536, per backend, from the benchmark file."""
+    data = results("benchmarks/logsparse")["results"]
+
+    def at(backend, length):
+        rows = data[backend]["logsparse"]
+        return next((row for row in rows if row["length"] == length), {})
+
+    def ratio(backend, key):
+        return at(backend, 8192).get("ratios", {}).get(key)
+
+    def exponent(backend, key):
+        return data[backend]["growth_exponents"]["logsparse"][key]
+
+    def largest(backend):
+        row = at(backend, 65536)
+        if not row.get("ran"):
+            return "not run"
+        ran = f"ran in {row['seconds']:.2f} s"
+        planned = row.get("planned_bytes")
+        if planned is None:
+            return f"{ran} (no plan available)"
+        met = "met" if planned < 512 * 2**20 else "**not met**"
+        return f"planned {_mib(planned)} MiB, {met}; {ran}"
+
+    rows = [["planned memory ≥ 100× less than dense at 8,192"]]
+    rows[0] += [_met(ratio("jax", "planned_bytes"), 100), "– (no plan available)"]
+    rows.append(["measured memory ≥ 50× less at 8,192"])
+    rows[1] += [_met(ratio(b, "rss_bytes"), 50) for b in ("jax", "tensorflow")]
+    rows.append(["time ≥ 10× faster at 8,192"])
+    rows[2] += [_met(ratio(b, "seconds"), 10) for b in ("jax", "tensorflow")]
+    rows.append(["LogSparse memory growth exponent ≤ 1.1 (planned / measured)"])
+    rows[3] += [
+        f"{_met(exponent('jax', 'planned_bytes'), 1.1, False, '')} / "
+        f"{_met(exponent('jax', 'rss_bytes'), 1.1, False, '')}",
+        f"– / {_met(exponent('tensorflow', 'rss_bytes'), 1.1, False, '')}",
+    ]
+    rows.append(["LogSparse step at 65,536 (planned < 512 MiB)"])
+    rows[4] += [largest(b) for b in ("jax", "tensorflow")]
+    return markdown_table(["target", "JAX + XLA", "TF + XLA"], rows)
+
+
 TABLES = {
     "logsparse-fast": logsparse("logsparse-fast"),
     "logsparse-full": logsparse("logsparse-full"),
@@ -338,6 +453,11 @@ TABLES = {
     "adavit-fast-latency": adavit_latency,
     "adavit-fast-speedup": adavit_speedup,
     "t2t-vit-benchmark": t2t_benchmark,
+    "attention-core-benchmark": attention_core_benchmark,
+    "logsparse-benchmark-jax": logsparse_benchmark("jax"),
+    "logsparse-benchmark-tensorflow": logsparse_benchmark("tensorflow"),
+    "logsparse-benchmark-targets": logsparse_benchmark_targets,
+    "logsparse-benchmark-growth": logsparse_benchmark_growth,
     "bsarec-fast": bsarec("bsarec-fast"),
     "fourier-filter-benchmark": fourier_filter,
     "ffn-memories-fast": ffn_memories("ffn-memories-fast"),

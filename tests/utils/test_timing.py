@@ -34,7 +34,8 @@ def test_median_of_interleaved_rounds_after_warmup(clock):
         "b": clock.call("b", [9.0, 4.0, 4.0, 7.0]),
     }
     assert median_seconds(calls, repeats=3) == {"a": 2.0, "b": 4.0}  # the warm-up run is not timed
-    assert clock.order == ["a", "b", "a", "b", "a", "b", "a", "b"]
+    # Warm-up a, b; then the order reverses from one round to the next.
+    assert clock.order == ["a", "b", "a", "b", "b", "a", "a", "b"]
     listed = [clock.call("x", [0.0, 5.0]), clock.call("y", [0.0, 6.0])]
     assert median_seconds(listed, repeats=1) == [5.0, 6.0]
 
@@ -50,6 +51,16 @@ def test_outputs_are_converted_inside_the_timed_region(clock, monkeypatch):
     monkeypatch.setattr(timing, "_to_numpy", lambda outputs: converted.append(clock.now))
     median_seconds([clock.call("a", [1.0, 1.0])], repeats=1, warmup=1)
     assert converted == [1.0, 2.0]  # after each run, before the clock is read again
+
+
+def test_min_seconds_adds_rounds_for_short_calls(clock):
+    # First round: the slower call takes 0.5 s, so 2 s need 4 rounds.
+    calls = {"a": clock.call("a", [9.0, 0.5, 1, 2, 3, 9]), "b": clock.call("b", [9.0] + [0.25] * 5)}
+    assert median_seconds(calls, repeats=2, min_seconds=2.0) == {"a": 1.5, "b": 0.25}
+    assert clock.order.count("a") == 5  # one warm-up and four rounds
+    capped = {"c": clock.call("c", [1.0] + [0.25] * 10)}
+    median_seconds(capped, repeats=1, min_seconds=100.0, max_rounds=6)
+    assert clock.order.count("c") == 7
 
 
 def test_bad_repeats():
