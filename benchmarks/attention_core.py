@@ -94,8 +94,8 @@ def main():
     names = ("batch", "dim", "heads", "repeats", "min_seconds")
     settings = {name: getattr(args, name) for name in names}
     os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
+    meta = run_metadata(started_at, "benchmark")  # before the output file changes
     with open(args.output, "w") as f:
-        meta = run_metadata(started_at, "benchmark")
         json.dump({"meta": meta, "results": {"settings": settings, "rows": rows}}, f, indent=1)
         f.write("\n")
     print(f"wrote {args.output}")

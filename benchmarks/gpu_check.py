@@ -277,8 +277,8 @@ def main():
     if args.output:
         from keras_attn.utils import run_metadata
 
+        meta = run_metadata(started_at, "benchmark")  # before the output file changes
         with open(args.output, "w") as f:
-            meta = run_metadata(started_at, "benchmark")
             json.dump({"meta": meta, "results": {"ok": ok, "reports": reports}}, f, indent=1)
     sys.exit(0 if ok else 1)
 

@@ -270,8 +270,9 @@ def _write(path, started_at, results):
     from keras_attn.utils import run_metadata
 
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    meta = run_metadata(started_at, "benchmark")  # before the output file changes
     with open(path, "w") as f:
-        json.dump({"meta": run_metadata(started_at, "benchmark"), "results": results}, f, indent=1)
+        json.dump({"meta": meta, "results": results}, f, indent=1)
         f.write("\n")
     print(f"\nwrote {path}")
 
