@@ -163,27 +163,42 @@ def t2t_benchmark(results):
 
 
 def ffn_memories(stem):
+    """Per layer: each rate with its 95% interval, and the shuffled-key null."""
     columns = {
         "agreement_rate": "Agreement",
-        "shuffled_agreement_rate": "Shuffled keys",
+        "shuffled_agreement_rate": "Shuffled keys (null)",
+        "agreement_p_value": "p (agreement ≤ null)",
+        "next_token_rank": "Next-token rank",
+        "shuffled_next_token_rank": "Rank, shuffled keys",
         "active_fraction": "Active memories",
         "zero_agreement_rate": "Zero agreement",
+        "memory_sum_zero_agreement_rate": "Zero agreement (memory sum)",
         "residual_kept": "Residual kept",
         "ffn_override": "FFN override",
         "compromise": "Compromise",
     }
 
+    def cell(data, key, layer):
+        value = data[key][layer]
+        if key == "agreement_p_value":
+            return f"{value:.3f}"
+        shown = f"{value:.0f}" if "rank" in key else f"{value:.1%}"
+        interval = data.get("intervals", {}).get(key)
+        if interval is None:
+            return shown
+        low, high = interval[layer]
+        return shown + (
+            f" [{low:.0f}, {high:.0f}]" if "rank" in key else f" [{low:.1%}, {high:.1%}]"
+        )
+
     def table(results):
         data = results(stem)
+        keys = [key for key in columns if key in data]
         rows = [
-            [layer + 1]
-            + [f"{data[key][layer]:.1%}" for key in list(columns)[:2]]
-            + [f"{data['random_baseline']:.2%}"]
-            + [f"{data[key][layer]:.1%}" for key in list(columns)[2:]]
+            [layer + 1] + [cell(data, key, layer) for key in keys]
             for layer in range(len(data["layers"]))
         ]
-        header = ["Layer", *list(columns.values())[:2], "`1/V`", *list(columns.values())[2:]]
-        return markdown_table(header, rows)
+        return markdown_table(["Layer", *(columns[key] for key in keys)], rows)
 
     return table
 
