@@ -6,20 +6,19 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 workers="${KERAS_ATTN_TEST_WORKERS:-2}"
-TORCH_TESTS="contract or robustness or properties or layer_checks"
 
 run() {
-  local backend="$1"
-  shift
+  local backend="$1" workers="$2"
+  shift 2
   echo "=== keras_attn tests on the $backend backend ==="
   KERAS_BACKEND="$backend" python -m pytest -n "$workers" "$@"
 }
 
 failed=0
-run tensorflow "$@" || failed=1
-run jax -m "backend_agnostic and not slow" tests "$@" || failed=1
-# torch (eager, jit_compile=False): the layer contracts, robustness, property
-# and contract self-tests; the other backend_agnostic tests still read torch
-# tensors that require grad with numpy directly.
-run torch -m "backend_agnostic and not slow" -k "$TORCH_TESTS" tests/layers "$@" || failed=1
+run tensorflow "$workers" "$@" || failed=1
+run jax "$workers" -m "backend_agnostic and not slow" tests "$@" || failed=1
+# torch runs eagerly (its tests compile with jit_compile=False) and in one
+# process: its tests are short, and a second worker costs more to start
+# (importing torch) than it saves.
+run torch 0 -m "backend_agnostic and not slow" tests "$@" || failed=1
 exit "$failed"

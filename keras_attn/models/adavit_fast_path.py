@@ -152,12 +152,12 @@ class AdaViTFastPath(keras.Model):
 
         def pick(keys, operands):
             largest = ops.max(keys)  # the group's largest kept count, 0 when off
-            bucket = ops.sum(ops.cast(token_capacities < largest, "int32"))
+            bucket = ops.sum(ops.cast(ops.less(token_capacities, largest), "int32"))
             if not with_heads:
                 return ops.where(largest > 0, 1 + bucket, 0)
             _, group_heads, on = operands
             most = ops.maximum(ops.max(ops.sum(group_heads, axis=1) * on), 1.0)
-            head_bucket = ops.sum(ops.cast(head_capacities < most, "int32"))
+            head_bucket = ops.sum(ops.cast(ops.less(head_capacities, most), "int32"))
             return ops.where(largest > 0, 1 + bucket * len(head_capacities) + head_bucket, 0)
 
         return pick

@@ -240,7 +240,9 @@ def test_apply_with_default_initializer_and_nested_layers():
     assert attention_layers(block.attention) == {block.attention.name: block.attention}
     (layer,) = apply_mimetic_init(model)
     _, value_output = _products_of(layer)
-    assert np.all(np.diag(value_output) < 0)
+    # A fresh seed: -beta2 I dominates the mean of the diagonal (noise 8 sd away), while
+    # single entries alpha2 z / sqrt(8) - beta2 turn positive in ~2% of seeds.
+    assert np.diag(value_output).mean() < 0
 
 
 def test_apply_rejects_unusable_models():

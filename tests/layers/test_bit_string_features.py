@@ -3,6 +3,7 @@ import pytest
 
 from keras_attn.layers import BitStringFeatures
 from keras_attn.testing import LayerChecks
+from keras_attn.testing.arrays import assert_allclose, to_numpy
 
 pytestmark = pytest.mark.backend_agnostic
 
@@ -26,7 +27,7 @@ def test_layer_contract(check, tmp_path):
 
 def test_parity_features_by_hand():
     tokens = np.array([[1, 0, 1, 0, 2], [0, 0, 1, 1, 2]])
-    features = np.asarray(BitStringFeatures("parity", width=7)(tokens))
+    features = to_numpy(BitStringFeatures("parity", width=7)(tokens))
     length = 5
     expected = np.zeros((2, length, 7), "float32")
     for row in range(2):
@@ -34,21 +35,21 @@ def test_parity_features_by_hand():
             expected[row, i, tokens[row, i]] = 1.0
             expected[row, i, 3] = i / length
             expected[row, i, 4] = (-1) ** i
-    np.testing.assert_allclose(features, expected, atol=1e-7)
+    assert_allclose(features, expected, atol=1e-7)
 
 
 def test_first_features_mirrored_and_without_tokens():
     tokens = np.array([[2, 1, 0, 1]])
-    mirrored = np.asarray(BitStringFeatures("first", width=4, mirrored=True)(tokens))
+    mirrored = to_numpy(BitStringFeatures("first", width=4, mirrored=True)(tokens))
     half = np.array([[0, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0, 0], [0, 1, 0, 0]], "float32")
-    np.testing.assert_allclose(mirrored[0], np.concatenate([half, -half], axis=-1))
-    positions_only = np.asarray(BitStringFeatures("first", 3, include_tokens=False)(tokens))
-    np.testing.assert_allclose(positions_only[0, :, 0], [0, 1, 0, 0])
-    np.testing.assert_allclose(positions_only[0, :, 1:], 0.0)
+    assert_allclose(mirrored[0], np.concatenate([half, -half], axis=-1))
+    positions_only = to_numpy(BitStringFeatures("first", 3, include_tokens=False)(tokens))
+    assert_allclose(positions_only[0, :, 0], [0, 1, 0, 0])
+    assert_allclose(positions_only[0, :, 1:], 0.0)
 
 
 def test_features_follow_the_length_of_each_input():
     layer = BitStringFeatures("parity", width=5)
     for length in (3, 11, 1000):
-        features = np.asarray(layer(np.zeros((1, length), "int32")))
-        np.testing.assert_allclose(features[0, :, 3], np.arange(length) / length, atol=1e-6)
+        features = to_numpy(layer(np.zeros((1, length), "int32")))
+        assert_allclose(features[0, :, 3], np.arange(length) / length, atol=1e-6)

@@ -1,11 +1,11 @@
 import math
 
-import keras
 import numpy as np
 import pytest
 
 from keras_attn.layers import BSARecBlock, FourierFilter, MultiHeadSelfAttention
 from keras_attn.testing import LayerChecks
+from keras_attn.testing.arrays import allclose, assert_allclose, to_numpy
 from keras_attn.testing.reference import attention_num_params, self_attention_reference
 
 erf = np.vectorize(math.erf)
@@ -43,7 +43,7 @@ def _inputs(shape=(2, 7, 8), seed=0):
 def _layer_norm(x, norm):
     mean = x.mean(-1, keepdims=True)
     variance = x.var(-1, keepdims=True)
-    return (x - mean) / np.sqrt(variance + norm.epsilon) * np.asarray(norm.gamma) + np.asarray(
+    return (x - mean) / np.sqrt(variance + norm.epsilon) * to_numpy(norm.gamma) + to_numpy(
         norm.beta
     )
 
@@ -52,7 +52,7 @@ def _filter_reference(x, layer):
     spectrum = np.fft.rfft(x, axis=1, norm="ortho")  # (batch, length // 2 + 1, dim)
     spectrum[:, layer.cutoff // 2 + 1 :] = 0.0
     low = np.fft.irfft(spectrum, n=x.shape[1], axis=1, norm="ortho")
-    beta = np.asarray(layer.sqrt_beta) ** 2
+    beta = to_numpy(layer.sqrt_beta) ** 2
     return _layer_norm(x + low + beta * (x - low), layer.layer_norm)
 
 
@@ -71,9 +71,9 @@ def _block_reference(x, block, mask=None):
         )[0]
         mixed = mixed + (1 - block.alpha) * _layer_norm(attended + x, block.attention_norm)
     dense_1, dense_2 = block.intermediate_dense, block.output_dense
-    hidden = mixed @ np.asarray(dense_1.kernel) + np.asarray(dense_1.bias)
+    hidden = mixed @ to_numpy(dense_1.kernel) + to_numpy(dense_1.bias)
     hidden = 0.5 * hidden * (1.0 + erf(hidden / np.sqrt(2.0)))  # exact GELU
-    output = hidden @ np.asarray(dense_2.kernel) + np.asarray(dense_2.bias)
+    output = hidden @ to_numpy(dense_2.kernel) + to_numpy(dense_2.bias)
     return _layer_norm(output + mixed, block.output_norm)
 
 
@@ -90,7 +90,7 @@ def _built(alpha, x, **kwargs):
 def test_matches_numpy_reference(alpha):
     x = _inputs()
     block = _built(alpha, x)
-    np.testing.assert_allclose(block(x), _block_reference(x, block), atol=1e-4)
+    assert_allclose(block(x), _block_reference(x, block), atol=1e-4)
 
 
 @pytest.mark.parametrize("additive_mask", [-10000.0, None])
@@ -98,7 +98,7 @@ def test_matches_numpy_reference_with_left_padding(additive_mask):
     x = _inputs()
     mask = np.array([[0, 0, 0, 1, 1, 1, 1], [1] * 7], bool)
     block = _built(0.6, x, additive_mask=additive_mask)
-    np.testing.assert_allclose(block(x, mask=mask), _block_reference(x, block, mask), atol=1e-4)
+    assert_allclose(block(x, mask=mask), _block_reference(x, block, mask), atol=1e-4)
 
 
 def test_padded_queries_attend_over_the_history_by_default():
@@ -110,11 +110,11 @@ def test_padded_queries_attend_over_the_history_by_default():
     exact.set_weights(official.get_weights())
     assert official.additive_mask == -10000.0
     assert official.attention.additive_mask == -10000.0
-    np.testing.assert_allclose(exact(x, mask=mask)[:, 3:], official(x, mask=mask)[:, 3:], atol=1e-5)
+    assert_allclose(exact(x, mask=mask)[:, 3:], official(x, mask=mask)[:, 3:], atol=1e-5)
     changed = x.copy()
     changed[:, 3:] += 1.0  # real (future) items change the padded rows only officially
-    moved = np.abs(official(changed, mask=mask)[:, :3] - official(x, mask=mask)[:, :3]).max()
-    still = np.abs(exact(changed, mask=mask)[:, :3] - exact(x, mask=mask)[:, :3]).max()
+    moved = np.abs(to_numpy(official(changed, mask=mask) - official(x, mask=mask))[:, :3]).max()
+    still = np.abs(to_numpy(exact(changed, mask=mask) - exact(x, mask=mask))[:, :3]).max()
     assert moved > 1e-2
     assert still < 1e-5
 
@@ -136,13 +136,11 @@ def test_sasrec_block_is_causal_and_ignores_padded_items():
     block = _built(0.0, x)
     changed = x.copy()
     changed[:, 5:] += 1.0
-    np.testing.assert_allclose(block(changed)[:, :5], block(x)[:, :5], atol=1e-5)
+    assert_allclose(block(changed)[:, :5], block(x)[:, :5], atol=1e-5)
     mask = np.array([[0, 0, 1, 1, 1, 1, 1]] * 2, bool)
     padded = x.copy()
     padded[:, :2] = 50.0
-    np.testing.assert_allclose(
-        block(padded, mask=mask)[:, 2:], block(x, mask=mask)[:, 2:], atol=1e-5
-    )
+    assert_allclose(block(padded, mask=mask)[:, 2:], block(x, mask=mask)[:, 2:], atol=1e-5)
 
 
 def test_bsarec_block_sees_the_whole_sequence():
@@ -150,15 +148,15 @@ def test_bsarec_block_sees_the_whole_sequence():
     block = _built(0.5, x)
     changed = x.copy()
     changed[:, 5:] += 1.0
-    assert not np.allclose(block(changed)[:, :5], block(x)[:, :5], atol=1e-3)
+    assert not allclose(block(changed)[:, :5], block(x)[:, :5], atol=1e-3)
 
 
 def test_default_kernels_are_normal_with_stddev_0_02():
     block = BSARecBlock(num_heads=2)
     block(_inputs((2, 7, 64)))
-    kernel = keras.ops.convert_to_numpy(block.intermediate_dense.kernel)
+    kernel = to_numpy(block.intermediate_dense.kernel)
     assert abs(kernel.std() - 0.02) < 2e-3
-    assert np.all(keras.ops.convert_to_numpy(block.attention.query_dense.bias) == 0.0)
+    assert np.all(to_numpy(block.attention.query_dense.bias) == 0.0)
 
 
 def test_too_many_heads_are_rejected():

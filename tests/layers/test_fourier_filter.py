@@ -1,9 +1,9 @@
-import keras
 import numpy as np
 import pytest
 
 from keras_attn.layers import FourierFilter
 from keras_attn.testing import LayerChecks
+from keras_attn.testing.arrays import allclose, assert_allclose, to_numpy
 
 pytestmark = pytest.mark.backend_agnostic
 
@@ -45,12 +45,12 @@ def _low_pass_reference(x, kept_bins):
 
 def _filter_reference(x, layer):
     low = _low_pass_reference(x, layer.cutoff // 2 + 1)
-    beta = np.asarray(layer.sqrt_beta) ** 2
+    beta = to_numpy(layer.sqrt_beta) ** 2
     norm = layer.layer_norm
     return _layer_norm(
         x + low + beta * (x - low),
-        np.asarray(norm.gamma),
-        np.asarray(norm.beta),
+        to_numpy(norm.gamma),
+        to_numpy(norm.beta),
         layer.layer_norm_epsilon,
     )
 
@@ -69,12 +69,12 @@ def _built(cutoff, x, seed=1):
 def test_matches_numpy_reference(length, cutoff):
     x = _inputs((2, length, 4))
     layer = _built(cutoff, x)
-    np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(layer.low_pass(x)),
+    assert_allclose(
+        to_numpy(layer.low_pass(x)),
         _low_pass_reference(x, cutoff // 2 + 1),
         atol=1e-5,
     )
-    np.testing.assert_allclose(layer(x), _filter_reference(x, layer), atol=1e-4)
+    assert_allclose(layer(x), _filter_reference(x, layer), atol=1e-4)
 
 
 def test_keeps_cutoff_half_plus_one_bins():
@@ -83,35 +83,35 @@ def test_keeps_cutoff_half_plus_one_bins():
 
 def test_cutoff_zero_frequency_only_gives_the_sequence_mean():
     x = _inputs()
-    low = keras.ops.convert_to_numpy(_built(1, x).low_pass(x))
-    np.testing.assert_allclose(low, np.broadcast_to(x.mean(1, keepdims=True), x.shape), atol=1e-6)
+    low = to_numpy(_built(1, x).low_pass(x))
+    assert_allclose(low, np.broadcast_to(x.mean(1, keepdims=True), x.shape), atol=1e-6)
 
 
 def test_no_energy_above_the_kept_bins():
     x = _inputs((2, 12, 4))
     layer = _built(5, x)  # keeps bins 0, 1, 2 of 7
-    spectrum = np.fft.rfft(keras.ops.convert_to_numpy(layer.low_pass(x)), axis=1)
-    np.testing.assert_allclose(np.abs(spectrum[:, 3:]), 0.0, atol=1e-5)
-    np.testing.assert_allclose(spectrum[:, :3], np.fft.rfft(x, axis=1)[:, :3], atol=1e-5)
+    spectrum = np.fft.rfft(to_numpy(layer.low_pass(x)), axis=1)
+    assert_allclose(np.abs(spectrum[:, 3:]), 0.0, atol=1e-5)
+    assert_allclose(spectrum[:, :3], np.fft.rfft(x, axis=1)[:, :3], atol=1e-5)
 
 
 @pytest.mark.parametrize("length", [7, 8])
 def test_cutoff_covering_all_bins_gives_low_equal_to_inputs(length):
     x = _inputs((2, length, 4))
     layer = _built(2 * length, x)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(layer.low_pass(x)), x, atol=1e-5)
+    assert_allclose(to_numpy(layer.low_pass(x)), x, atol=1e-5)
     # Nothing is left for beta to scale: the output is LayerNorm(2x) for any beta.
     layer.sqrt_beta.assign(np.full(4, 3.0, "float32"))
-    expected = keras.ops.convert_to_numpy(layer.layer_norm(2.0 * x))
-    np.testing.assert_allclose(layer(x), expected, atol=1e-5)
+    expected = to_numpy(layer.layer_norm(2.0 * x))
+    assert_allclose(layer(x), expected, atol=1e-5)
 
 
 def test_beta_one_returns_layer_norm_of_twice_the_inputs():
     x = _inputs()
     layer = _built(3, x)
     layer.sqrt_beta.assign(np.array([1.0, -1.0, 1.0, -1.0], "float32"))  # beta = 1
-    expected = keras.ops.convert_to_numpy(layer.layer_norm(2.0 * x))
-    np.testing.assert_allclose(layer(x), expected, atol=1e-5)
+    expected = to_numpy(layer.layer_norm(2.0 * x))
+    assert_allclose(layer(x), expected, atol=1e-5)
 
 
 def test_beta_is_the_square_of_a_learnable_per_channel_weight():
@@ -121,9 +121,9 @@ def test_beta_is_the_square_of_a_learnable_per_channel_weight():
     assert tuple(layer.sqrt_beta.shape) == (4,)
     # beta = 0 keeps the low frequencies only.
     layer.sqrt_beta.assign(np.zeros(4, "float32"))
-    low = keras.ops.convert_to_numpy(layer.low_pass(x))
-    expected = keras.ops.convert_to_numpy(layer.layer_norm(low + x))
-    np.testing.assert_allclose(layer(x), expected, atol=1e-5)
+    low = to_numpy(layer.low_pass(x))
+    expected = to_numpy(layer.layer_norm(low + x))
+    assert_allclose(layer(x), expected, atol=1e-5)
 
 
 def test_filter_is_not_causal():
@@ -131,14 +131,14 @@ def test_filter_is_not_causal():
     layer = _built(3, x)
     changed = x.copy()
     changed[:, -1] += 1.0
-    assert not np.allclose(layer(changed)[:, 0], layer(x)[:, 0], atol=1e-3)
+    assert not allclose(layer(changed)[:, 0], layer(x)[:, 0], atol=1e-3)
 
 
 def test_dropout_only_in_training():
     x = _inputs()
     layer = FourierFilter(cutoff=3, dropout=0.5, seed=2)
-    np.testing.assert_allclose(layer(x), layer(x, training=False))
-    assert not np.allclose(layer(x, training=True), layer(x))
+    assert_allclose(layer(x), layer(x, training=False))
+    assert not allclose(layer(x, training=True), layer(x))
 
 
 def test_rank_two_input_is_rejected():

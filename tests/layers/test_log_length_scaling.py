@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from keras_attn.layers import MultiHeadSelfAttention
+from keras_attn.testing.arrays import allclose, assert_allclose, to_numpy
 
 pytestmark = pytest.mark.backend_agnostic
 
@@ -28,7 +29,7 @@ def test_logits_are_multiplied_by_log_length_exactly(length):
     logits = np.log(length) * x[0, :, 0, None] * x[0, None, :, 1]  # (length, length)
     expected = np.exp(logits - logits.max(axis=-1, keepdims=True))
     expected /= expected.sum(axis=-1, keepdims=True)
-    np.testing.assert_allclose(np.asarray(weights)[0, 0], expected, rtol=1e-5, atol=1e-7)
+    assert_allclose(to_numpy(weights)[0, 0], expected, rtol=1e-5, atol=1e-7)
 
 
 def test_equals_scaling_the_query_input_when_the_query_has_no_bias():
@@ -38,7 +39,7 @@ def test_equals_scaling_the_query_input_when_the_query_has_no_bias():
     x = np.random.default_rng(0).normal(size=(2, length, 2)).astype("float32")
     scaled_logits = _single_head("log_length")(x)
     scaled_query = _single_head("none", query_weight=float(np.log(length)))(x)
-    np.testing.assert_allclose(scaled_logits, scaled_query, atol=1e-5)
+    assert_allclose(scaled_logits, scaled_query, atol=1e-5)
 
 
 def _masked_model():
@@ -56,7 +57,7 @@ def test_padding_does_not_change_the_outputs_of_a_masked_model():
     model = _masked_model()
     short = np.array([[1, 2, 3, 4, 5]])
     padded = np.array([[1, 2, 3, 4, 5, 0, 0, 0]])
-    np.testing.assert_allclose(model(padded)[:, :5], model(short), atol=1e-5)
+    assert_allclose(model(padded)[:, :5], model(short), atol=1e-5)
 
 
 def test_the_padding_mask_sets_n():
@@ -70,5 +71,5 @@ def test_the_padding_mask_sets_n():
     keys_only = np.broadcast_to(keys_only, (1, 8, 8))
     with_mask = attention(padded, mask=np.arange(8)[None] < 5)
     without_mask = attention(padded, attention_mask=keys_only)
-    np.testing.assert_allclose(with_mask[:, :5], attention(short), atol=1e-5)
-    assert not np.allclose(without_mask[:, :5], attention(short), atol=1e-3)
+    assert_allclose(with_mask[:, :5], attention(short), atol=1e-5)
+    assert not allclose(without_mask[:, :5], attention(short), atol=1e-3)

@@ -4,6 +4,7 @@ import pytest
 
 from keras_attn.layers import CausalWindowPattern, MultiHeadSelfAttention
 from keras_attn.testing import LayerChecks
+from keras_attn.testing.arrays import allclose, assert_allclose, to_numpy
 from keras_attn.testing.gradients import output_and_gradients
 from keras_attn.testing.reference import attention_num_params, self_attention_reference
 
@@ -73,7 +74,7 @@ def test_same_weights_and_outputs_as_keras_multi_head_attention():
     theirs(x, x)
     assert [w.shape for w in theirs.weights] == [w.shape for w in ours.weights]
     theirs.set_weights(ours.get_weights())
-    np.testing.assert_allclose(ours(x), theirs(x, x), atol=1e-5)
+    assert_allclose(ours(x), theirs(x, x), atol=1e-5)
 
 
 def test_dense_matches_numpy_reference():
@@ -81,23 +82,23 @@ def test_dense_matches_numpy_reference():
     layer = _built()
     output, weights = layer(x, return_attention_scores=True)
     ref_output, ref_weights = self_attention_reference(x, layer)
-    np.testing.assert_allclose(output, ref_output, atol=1e-5)
-    np.testing.assert_allclose(weights, ref_weights, atol=1e-6)
+    assert_allclose(output, ref_output, atol=1e-5)
+    assert_allclose(weights, ref_weights, atol=1e-6)
 
 
 def test_causal_never_attends_to_the_future():
     x = _inputs()
     layer = _built(attention_pattern="causal")
     output, weights = layer(x, return_attention_scores=True)
-    weights = keras.ops.convert_to_numpy(weights)
+    weights = to_numpy(weights)
     assert np.all(np.triu(weights[0, 0], k=1) == 0)
-    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-6)
+    assert_allclose(weights.sum(-1), 1.0, atol=1e-6)
     allowed = np.tril(np.ones((7, 7), bool))
-    np.testing.assert_allclose(output, self_attention_reference(x, layer, allowed)[0], atol=1e-5)
+    assert_allclose(output, self_attention_reference(x, layer, allowed)[0], atol=1e-5)
     # Changing a later position leaves every earlier output unchanged.
     changed = x.copy()
     changed[:, 4:] += 1.0
-    np.testing.assert_allclose(layer(changed)[:, :4], output[:, :4], atol=1e-6)
+    assert_allclose(layer(changed)[:, :4], output[:, :4], atol=1e-6)
 
 
 def test_sparse_pattern_equals_dense_attention_under_its_mask():
@@ -106,8 +107,8 @@ def test_sparse_pattern_equals_dense_attention_under_its_mask():
     layer = _built(attention_pattern=pattern)
     output, weights = layer(x, return_attention_scores=True)
     assert weights.shape == (2, 2, 9, 3)
-    allowed = keras.ops.convert_to_numpy(pattern.dense_mask(9))
-    np.testing.assert_allclose(output, self_attention_reference(x, layer, allowed)[0], atol=1e-5)
+    allowed = to_numpy(pattern.dense_mask(9))
+    assert_allclose(output, self_attention_reference(x, layer, allowed)[0], atol=1e-5)
 
 
 def test_padding_mask_removes_keys_and_empty_rows_give_zeros():
@@ -115,17 +116,17 @@ def test_padding_mask_removes_keys_and_empty_rows_give_zeros():
     mask = np.array([[1, 1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1, 1]], bool)
     layer = _built()
     output = layer(x, mask=mask)
-    np.testing.assert_allclose(
+    assert_allclose(
         output, self_attention_reference(x, layer, mask[:, None, None, :])[0], atol=1e-5
     )
     # Padded keys don't matter: changing them changes nothing.
     changed = x.copy()
     changed[0, 4:] = 100.0
-    np.testing.assert_allclose(layer(changed, mask=mask)[0, :4], output[0, :4], atol=1e-5)
+    assert_allclose(layer(changed, mask=mask)[0, :4], output[0, :4], atol=1e-5)
     # A query that sees no key outputs the output bias alone (zero context).
     no_keys = np.zeros((1, 7, 7), bool)
     output = layer(x[:1], attention_mask=no_keys)
-    np.testing.assert_allclose(output, np.broadcast_to(layer.output_dense.bias, output.shape))
+    assert_allclose(output, np.broadcast_to(layer.output_dense.bias, output.shape))
 
 
 def test_additive_mask_lets_queries_without_keys_attend_over_every_key():
@@ -137,23 +138,23 @@ def test_additive_mask_lets_queries_without_keys_attend_over_every_key():
     layer = _built(attention_pattern="causal", additive_mask=-10000.0)
     output, weights = layer(x, mask=mask, return_attention_scores=True)
     expected, expected_weights = self_attention_reference(x, layer, allowed, additive_mask=-1e4)
-    np.testing.assert_allclose(output, expected, atol=1e-5)
-    np.testing.assert_allclose(weights, expected_weights, atol=1e-6)
+    assert_allclose(output, expected, atol=1e-5)
+    assert_allclose(weights, expected_weights, atol=1e-6)
     # The padded queries 0..2 see no key: they attend over all 7 positions,
     # future real items included, and their weights sum to one.
-    weights = keras.ops.convert_to_numpy(weights)
+    weights = to_numpy(weights)
     assert np.all(weights[0, :, :3, 3:].sum(-1) > 0.1)
-    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-6)
+    assert_allclose(weights.sum(-1), 1.0, atol=1e-6)
     # Queries that see a key get exactly the weights of the default masking,
     # and the default gives the padded queries a zero context.
     exact = _built(attention_pattern="causal")
     exact.set_weights(layer.get_weights())
-    exact_output = keras.ops.convert_to_numpy(exact(x, mask=mask))
-    np.testing.assert_allclose(exact_output[0, 3:], np.asarray(output)[0, 3:], atol=1e-6)
-    np.testing.assert_allclose(exact_output[1], np.asarray(output)[1], atol=1e-6)
-    bias = keras.ops.convert_to_numpy(exact.output_dense.bias)
-    np.testing.assert_allclose(exact_output[0, :3], np.broadcast_to(bias, (3, 8)), atol=1e-6)
-    assert np.abs(np.asarray(output)[0, :3] - exact_output[0, :3]).max() > 1e-2
+    exact_output = to_numpy(exact(x, mask=mask))
+    assert_allclose(exact_output[0, 3:], to_numpy(output)[0, 3:], atol=1e-6)
+    assert_allclose(exact_output[1], to_numpy(output)[1], atol=1e-6)
+    bias = to_numpy(exact.output_dense.bias)
+    assert_allclose(exact_output[0, :3], np.broadcast_to(bias, (3, 8)), atol=1e-6)
+    assert np.abs(to_numpy(output)[0, :3] - exact_output[0, :3]).max() > 1e-2
     config = MultiHeadSelfAttention.from_config(layer.get_config()).get_config()
     assert config["additive_mask"] == -10000.0
 
@@ -166,14 +167,14 @@ def test_keras_masking_flows_through_functional_model():
     model = keras.Model(tokens, pooled)
     ids = np.array([[3, 4, 5, 0, 0]])
     # Padding with more zeros changes nothing: the mask hides them everywhere.
-    np.testing.assert_allclose(model(ids), model(np.pad(ids, ((0, 0), (0, 3)))), atol=1e-5)
+    assert_allclose(model(ids), model(np.pad(ids, ((0, 0), (0, 3)))), atol=1e-5)
 
 
 def test_head_mask_multiplies_each_head_output():
     x = _inputs()
     layer = _built()
     for head_mask in ([1.0, 0.0], [[0.5, 1.0], [0.0, 2.0]]):
-        np.testing.assert_allclose(
+        assert_allclose(
             layer(x, head_mask=np.array(head_mask, "float32")),
             self_attention_reference(x, layer, head_mask=head_mask)[0],
             atol=1e-5,
@@ -187,11 +188,11 @@ def test_log_length_scales_logits_by_log_of_unmasked_length():
     _, weights = layer(x, mask=mask, return_attention_scores=True)
     scale = np.log(np.array([5.0, 7.0])).reshape(2, 1, 1, 1)
     _, ref_weights = self_attention_reference(x, layer, mask[:, None, None, :], logit_scale=scale)
-    np.testing.assert_allclose(weights, ref_weights, atol=1e-6)
+    assert_allclose(weights, ref_weights, atol=1e-6)
     # Padding does not change the scale: the 5 real positions give the same
     # output alone as with 2 padded positions.
     alone = layer(x[:1, :5])
-    np.testing.assert_allclose(layer(x[:1], mask=mask[:1])[:, :5], alone, atol=1e-5)
+    assert_allclose(layer(x[:1], mask=mask[:1])[:, :5], alone, atol=1e-5)
 
 
 def test_softmax_runs_in_float32_under_mixed_precision():
@@ -203,17 +204,17 @@ def test_softmax_runs_in_float32_under_mixed_precision():
     mixed.set_weights(full.get_weights())
     _, weights = mixed(x, return_attention_scores=True)
     _, full_weights = full(x, return_attention_scores=True)
-    weights = keras.ops.convert_to_numpy(weights)
+    weights = to_numpy(weights)
     assert weights.dtype == np.float16
     # Logits in the tens are rounded to about 0.02 in float16.
-    np.testing.assert_allclose(weights.astype("float32"), full_weights, atol=3e-2)
+    assert_allclose(weights.astype("float32"), full_weights, atol=3e-2)
 
 
 def test_dropout_only_in_training():
     layer = _built(dropout=0.5, seed=1)
     x = _inputs()
-    np.testing.assert_allclose(layer(x), layer(x, training=False))
-    assert not np.allclose(layer(x, training=True), layer(x))
+    assert_allclose(layer(x), layer(x, training=False))
+    assert not allclose(layer(x, training=True), layer(x))
 
 
 def test_rank_two_input_is_rejected():
@@ -229,13 +230,13 @@ def test_attention_mask_with_sparse_pattern_is_rejected():
 
 def test_causal_window_pattern():
     indices, valid = CausalWindowPattern(window=3).key_indices(4)
-    assert keras.ops.convert_to_numpy(indices).tolist() == [
+    assert to_numpy(indices).tolist() == [
         [0, 0, 0],
         [0, 0, 1],
         [0, 1, 2],
         [1, 2, 3],
     ]
-    assert keras.ops.convert_to_numpy(valid).sum(-1).tolist() == [1, 2, 3, 3]
+    assert to_numpy(valid).sum(-1).tolist() == [1, 2, 3, 3]
     with pytest.raises(ValueError, match="Received: window=0"):
         CausalWindowPattern(window=0)
 
@@ -253,7 +254,7 @@ def test_output_use_bias_sets_the_output_bias_apart(use_bias, output_use_bias, b
     layer = _built(use_bias=use_bias, output_use_bias=output_use_bias, bias_initializer="ones")
     projections = (layer.query_dense, layer.key_dense, layer.value_dense, layer.output_dense)
     assert [d.bias is not None for d in projections] == biased
-    np.testing.assert_allclose(layer(x), self_attention_reference(x, layer)[0], atol=1e-5)
+    assert_allclose(layer(x), self_attention_reference(x, layer)[0], atol=1e-5)
     clone = MultiHeadSelfAttention.from_config(layer.get_config())
     assert clone.output_use_bias is biased[3]
 
@@ -287,14 +288,14 @@ def test_fused_path_equals_the_masked_softmax_computation(pattern, logit_scale, 
     mask[1, 5:] = False
     layer(x)
     calls.clear()
-    output = keras.ops.convert_to_numpy(layer(x, mask=mask))
+    output = to_numpy(layer(x, mask=mask))
     assert calls == [pattern == "causal"]
-    expected = keras.ops.convert_to_numpy(layer(x, mask=mask, return_attention_scores=True)[0])
+    expected = to_numpy(layer(x, mask=mask, return_attention_scores=True)[0])
     assert len(calls) == 1  # the scores come from the explicit computation
-    np.testing.assert_allclose(output, expected, atol=1e-5)
+    assert_allclose(output, expected, atol=1e-5)
     empty = slice(0, 2) if pattern == "causal" else slice(None)
-    bias = keras.ops.convert_to_numpy(layer.output_dense.bias)
-    np.testing.assert_allclose(output[0, empty], np.broadcast_to(bias, output[0, empty].shape))
+    bias = to_numpy(layer.output_dense.bias)
+    assert_allclose(output[0, empty], np.broadcast_to(bias, output[0, empty].shape))
     allowed = mask[:, None, None, :]
     if pattern == "causal":
         allowed = allowed & np.tri(7, dtype=bool)
@@ -302,7 +303,7 @@ def test_fused_path_equals_the_masked_softmax_computation(pattern, logit_scale, 
     if logit_scale == "log_length":
         scale = np.log(np.maximum(mask.sum(-1), 1)).reshape(2, 1, 1, 1)
     reference = self_attention_reference(x, layer, allowed, logit_scale=scale)[0]
-    np.testing.assert_allclose(output, reference, atol=1e-5)
+    assert_allclose(output, reference, atol=1e-5)
 
 
 def test_fused_path_gradients_equal_the_explicit_path():
@@ -317,9 +318,9 @@ def test_fused_path_gradients_equal_the_explicit_path():
     explicit._can_fuse = lambda *args: False  # the masked float32 softmax path
     output, grads = output_and_gradients(fused, x, mask=mask)
     expected, expected_grads = output_and_gradients(explicit, x, mask=mask)
-    np.testing.assert_allclose(output, expected, atol=1e-5)
+    assert_allclose(output, expected, atol=1e-5)
     for grad, expected_grad in zip(grads, expected_grads, strict=True):
-        np.testing.assert_allclose(grad, expected_grad, atol=1e-5)
+        assert_allclose(grad, expected_grad, atol=1e-5)
 
 
 def test_fused_path_with_attention_mask_and_its_fallbacks(monkeypatch):
@@ -330,9 +331,9 @@ def test_fused_path_with_attention_mask_and_its_fallbacks(monkeypatch):
     layer = MultiHeadSelfAttention(2, 4)
     layer(x)
     calls.clear()
-    output = keras.ops.convert_to_numpy(layer(x, attention_mask=attention_mask))
+    output = to_numpy(layer(x, attention_mask=attention_mask))
     reference = self_attention_reference(x, layer, attention_mask[:, None])[0]
-    np.testing.assert_allclose(output, reference, atol=1e-5)
+    assert_allclose(output, reference, atol=1e-5)
     assert len(calls) == 1
     # Dropout in training, or value_dim != key_dim, keep the explicit path.
     MultiHeadSelfAttention(2, 4, dropout=0.5)(x, training=True)
@@ -344,9 +345,7 @@ def test_fused_path_under_mixed_precision_matches_the_float32_softmax_path():
     """Under mixed precision the fused path agrees with the explicit float32 softmax."""
     layer = MultiHeadSelfAttention(2, 4, attention_pattern="causal", dtype="mixed_float16")
     x = _inputs() * 4.0  # sharp attention
-    fused = keras.ops.convert_to_numpy(layer(x))
-    explicit = keras.ops.convert_to_numpy(layer(x, return_attention_scores=True)[0])
+    fused = to_numpy(layer(x))
+    explicit = to_numpy(layer(x, return_attention_scores=True)[0])
     assert fused.dtype == np.float16
-    np.testing.assert_allclose(
-        fused.astype("float32"), explicit.astype("float32"), atol=2e-2, rtol=1e-2
-    )
+    assert_allclose(fused.astype("float32"), explicit.astype("float32"), atol=2e-2, rtol=1e-2)

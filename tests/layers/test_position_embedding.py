@@ -3,6 +3,7 @@ import pytest
 
 from keras_attn.layers import PositionEmbedding
 from keras_attn.testing import LayerChecks
+from keras_attn.testing.arrays import assert_allclose, to_numpy
 
 pytestmark = pytest.mark.backend_agnostic
 
@@ -24,9 +25,9 @@ def test_adds_the_first_rows_of_the_table():
     layer = PositionEmbedding(max_length=6)
     x = np.random.default_rng(0).normal(size=(2, 4, 3)).astype("float32")
     output = layer(x)
-    table = np.asarray(layer.embeddings)
-    np.testing.assert_allclose(output, x + table[None, :4], atol=1e-6)
-    np.testing.assert_allclose(layer(x[:, :2]), x[:, :2] + table[None, :2], atol=1e-6)
+    table = to_numpy(layer.embeddings)
+    assert_allclose(output, x + table[None, :4], atol=1e-6)
+    assert_allclose(layer(x[:, :2]), x[:, :2] + table[None, :2], atol=1e-6)
 
 
 def test_too_long_input_is_rejected():

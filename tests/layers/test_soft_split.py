@@ -4,6 +4,7 @@ import pytest
 from keras_attn.layers import SinCosPositionEmbedding1D, SoftSplit
 from keras_attn.layers.sin_cos_position_embedding_1d import sinusoid_table
 from keras_attn.testing import LayerChecks
+from keras_attn.testing.arrays import assert_allclose, assert_array_equal, to_numpy
 
 pytestmark = pytest.mark.backend_agnostic
 
@@ -56,12 +57,12 @@ def unfold_reference(images, kernel_size, stride, padding):
 def test_matches_unfold_in_channel_major_order(shape, kernel_size, stride, padding):
     images = np.random.default_rng(0).normal(size=shape).astype("float32")
     tokens = SoftSplit(kernel_size, stride, padding)(images)
-    np.testing.assert_array_equal(tokens, unfold_reference(images, kernel_size, stride, padding))
+    assert_array_equal(tokens, unfold_reference(images, kernel_size, stride, padding))
 
 
 def test_grayscale_images_get_one_channel():
     images = np.arange(16, dtype="float32").reshape(1, 4, 4)
-    tokens = np.asarray(SoftSplit(2, 2)(images))
+    tokens = to_numpy(SoftSplit(2, 2)(images))
     assert tokens.tolist() == [[[0, 1, 4, 5], [2, 3, 6, 7], [8, 9, 12, 13], [10, 11, 14, 15]]]
 
 
@@ -81,13 +82,13 @@ def test_sinusoid_table_values():
     position, channel = np.meshgrid(np.arange(4), np.arange(6), indexing="ij")
     angle = position / 10000 ** (2 * (channel // 2) / 6)
     expected = np.where(channel % 2 == 0, np.sin(angle), np.cos(angle))
-    np.testing.assert_allclose(table, expected, atol=1e-6)
+    assert_allclose(table, expected, atol=1e-6)
     assert table[0].tolist() == [0, 1, 0, 1, 0, 1]
 
 
 def test_position_table_is_added_and_frozen():
     layer = SinCosPositionEmbedding1D()
     x = np.random.default_rng(0).normal(size=(2, 5, 6)).astype("float32")
-    np.testing.assert_allclose(layer(x), x + sinusoid_table(5, 6)[None], atol=1e-6)
+    assert_allclose(layer(x), x + sinusoid_table(5, 6)[None], atol=1e-6)
     assert not layer.trainable_weights
     assert layer.count_params() == 30

@@ -13,6 +13,7 @@ from keras_attn.layers import (
 )
 from keras_attn.layers.sin_cos_position_embedding import sin_cos_table
 from keras_attn.testing import LayerChecks
+from keras_attn.testing.arrays import assert_allclose, assert_array_equal, to_numpy
 from keras_attn.testing.reference import attention_num_params
 
 pytestmark = pytest.mark.backend_agnostic
@@ -89,7 +90,16 @@ ATTENTION_HOOK = LayerChecks(
 @pytest.mark.parametrize("check", LayerChecks.CHECKS)
 @pytest.mark.parametrize("layer", sorted(CHECKS))
 def test_layer_contract(layer, check, tmp_path):
+    if layer == "post_norm_block" and check.startswith("mixed") and _on_jax():
+        pytest.skip("On JAX, the pre-norm block covers the mixed-precision block.")
     CHECKS[layer].run(check, tmp_path)
+
+
+def _on_jax():
+    # JAX compiles each eager op for every dtype, so a mixed-precision block
+    # check costs 6-19 s there. The post-norm block runs the sublayers of the
+    # pre-norm block in another order; TensorFlow and torch check both.
+    return keras.backend.backend() == "jax"
 
 
 @pytest.mark.parametrize(
@@ -102,14 +112,12 @@ def test_block_attention_hook_contract(check, tmp_path):
 def test_patch_embedding_is_a_strided_convolution_over_row_major_patches():
     layer = PatchEmbedding(patch_size=2, dim=3)
     images = np.random.default_rng(0).normal(size=(1, 4, 6)).astype("float32")
-    tokens = keras.ops.convert_to_numpy(layer(images))
-    kernel = np.asarray(layer.projection.kernel)[..., 0, :]  # (2, 2, dim)
-    bias = np.asarray(layer.projection.bias)
+    tokens = to_numpy(layer(images))
+    kernel = to_numpy(layer.projection.kernel)[..., 0, :]  # (2, 2, dim)
+    bias = to_numpy(layer.projection.bias)
     # Token 4 is the patch in row 1, column 1 (three patches per row).
     patch = images[0, 2:4, 2:4]
-    np.testing.assert_allclose(
-        tokens[0, 4], np.einsum("ij,ijd->d", patch, kernel) + bias, atol=1e-5
-    )
+    assert_allclose(tokens[0, 4], np.einsum("ij,ijd->d", patch, kernel) + bias, atol=1e-5)
 
 
 def test_patch_size_must_divide_the_image():
@@ -119,30 +127,30 @@ def test_patch_size_must_divide_the_image():
 
 def test_class_token_is_prepended():
     layer = ClassToken(initializer="ones")
-    output = keras.ops.convert_to_numpy(layer(np.zeros((2, 3, 4), "float32")))
-    np.testing.assert_array_equal(output[:, 0], 1.0)
-    np.testing.assert_array_equal(output[:, 1:], 0.0)
+    output = to_numpy(layer(np.zeros((2, 3, 4), "float32")))
+    assert_array_equal(output[:, 0], 1.0)
+    assert_array_equal(output[:, 1:], 0.0)
 
 
 def test_sin_cos_table_values():
     table = sin_cos_table((2, 3), dim=8, num_prefix_tokens=1)
     assert table.shape == (7, 8)
-    np.testing.assert_array_equal(table[0], 0.0)
+    assert_array_equal(table[0], 0.0)
     # Patch (row 1, column 2) is token 1 + 5; frequencies 1 and 0.01.
     row, column, w = 1.0, 2.0, np.array([1.0, 0.01])
     expected = np.concatenate(
         [np.sin(row * w), np.cos(row * w), np.sin(column * w), np.cos(column * w)]
     )
-    np.testing.assert_allclose(table[6], expected, atol=1e-6)
+    assert_allclose(table[6], expected, atol=1e-6)
 
 
 def test_pre_norm_block_matches_its_definition():
     block = TransformerBlock(num_heads=2, mlp_dim=8)
     x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
     output = block(x)
-    h = x + block.attention(block.attention_norm(x))
-    expected = h + block.mlp_output(block.mlp_hidden(block.mlp_norm(h)))
-    np.testing.assert_allclose(output, expected, atol=1e-5)
+    h = x + to_numpy(block.attention(block.attention_norm(x)))
+    expected = h + to_numpy(block.mlp_output(block.mlp_hidden(block.mlp_norm(h))))
+    assert_allclose(output, expected, atol=1e-5)
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
@@ -154,12 +162,12 @@ def test_block_gates_scale_each_residual_branch(norm_first):
     output = block(x, attention_gate=attention_gate, mlp_gate=mlp_gate)
     norm = (lambda layer, v: layer(v)) if norm_first else (lambda layer, v: v)
     post = (lambda layer, v: v) if norm_first else (lambda layer, v: layer(v))
-    attended = keras.ops.convert_to_numpy(block.attention(norm(block.attention_norm, x)))
+    attended = to_numpy(block.attention(norm(block.attention_norm, x)))
     h = post(block.attention_norm, x + attention_gate[:, None, None] * attended)
-    h = keras.ops.convert_to_numpy(h)
+    h = to_numpy(h)
     mlp = block.mlp_output(block.mlp_hidden(norm(block.mlp_norm, h)))
-    expected = post(block.mlp_norm, h + mlp_gate[..., None] * keras.ops.convert_to_numpy(mlp))
-    np.testing.assert_allclose(output, expected, atol=1e-5)
+    expected = post(block.mlp_norm, h + mlp_gate[..., None] * to_numpy(mlp))
+    assert_allclose(output, expected, atol=1e-5)
 
 
 def test_block_gate_of_wrong_rank_is_rejected():
@@ -178,17 +186,17 @@ def test_block_with_given_attention_matches_its_definition(norm_first):
     assert block.attention is attention and block.num_heads == 2
     norm = block.attention_norm if norm_first else (lambda v: v)
     attended, expected_scores = attention(norm(x), return_attention_scores=True)
-    h = x + keras.ops.convert_to_numpy(attended)
-    h = h if norm_first else keras.ops.convert_to_numpy(block.attention_norm(h))
+    h = x + to_numpy(attended)
+    h = h if norm_first else to_numpy(block.attention_norm(h))
     mlp = block.mlp_output(block.mlp_hidden(block.mlp_norm(h) if norm_first else h))
-    expected = h + keras.ops.convert_to_numpy(mlp)
+    expected = h + to_numpy(mlp)
     expected = expected if norm_first else block.mlp_norm(expected)
-    np.testing.assert_allclose(output, expected, atol=1e-5)
-    np.testing.assert_allclose(scores, expected_scores, atol=1e-6)
+    assert_allclose(output, expected, atol=1e-5)
+    assert_allclose(scores, expected_scores, atol=1e-6)
     # Causal convolutional attention: the first position ignores the others.
     changed = x.copy()
     changed[:, 1:] += 1.0
-    np.testing.assert_allclose(block(changed)[:, 0], output[:, 0], atol=1e-5)
+    assert_allclose(block(changed)[:, 0], output[:, 0], atol=1e-5)
 
 
 def test_block_attention_survives_the_config():
@@ -208,8 +216,8 @@ def test_block_returns_the_attention_scores_of_its_core():
     mask = np.array([[True] * 5, [True, True, True, False, False]])
     output, scores = block(x, mask=mask, return_attention_scores=True)
     _, expected = block.attention(x, mask=mask, return_attention_scores=True)
-    np.testing.assert_allclose(scores, expected, atol=1e-6)
-    np.testing.assert_allclose(output, block(x, mask=mask), atol=1e-6)
+    assert_allclose(scores, expected, atol=1e-6)
+    assert_allclose(output, block(x, mask=mask), atol=1e-6)
     inputs = keras.Input((None, 8))
     symbolic = block(inputs, return_attention_scores=True)
     assert [tuple(t.shape) for t in symbolic] == [(None, None, 8), (None, 2, None, None)]
