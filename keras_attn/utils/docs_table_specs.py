@@ -12,7 +12,7 @@ from keras_attn.utils.docs_tables import markdown_table
 LOGSPARSE_MODELS = {
     "seasonal_naive": "seasonal naive (previous day)",
     "full_k1": "full attention, `k = 1`",
-    "full_k9": "full attention, `k = 9`",
+    "full_conv": "full attention + conv, `k = 9`",
     "logsparse_k1": "LogSparse (local), `k = 1`",
     "logsparse_conv": "LogSparse (local) + conv, `k = 9`",
 }
@@ -25,17 +25,61 @@ T2T_MODELS = {
 }
 
 
+LOGSPARSE_DECODERS = {"mean_path": "mean path", "sample_paths": "sample paths"}
+
+
 def logsparse(stem):
+    """Same-window comparison: every model's R0.5/R0.9 with both decoders."""
+
     def table(results):
         data = results(stem)["results"]
         datasets = list(data)
-        header = ["model"] + [f"{d} {m}" for d in datasets for m in ("R0.5", "R0.9")]
-        models = [name for name in LOGSPARSE_MODELS if name in data[datasets[0]]]
-        rows = [
-            [LOGSPARSE_MODELS[name]]
-            + [f"{data[d][name][m]:.4f}" for d in datasets for m in ("R0.5", "R0.9")]
-            for name in models
-        ]
+        header = ["model", "decoder"] + [f"{d} {m}" for d in datasets for m in ("R0.5", "R0.9")]
+        first = data[datasets[0]]["same_window"]
+        rows = []
+        for name in (name for name in LOGSPARSE_MODELS if name in first):
+            for decoder, label in LOGSPARSE_DECODERS.items():
+                if name == "seasonal_naive" and decoder == "sample_paths":
+                    continue
+                cells = [
+                    f"{data[d]['same_window'][name][decoder][m]:.4f}"
+                    for d in datasets
+                    for m in ("R0.5", "R0.9")
+                ]
+                rows.append([LOGSPARSE_MODELS[name], label, *cells])
+        return markdown_table(header, rows)
+
+    return table
+
+
+def logsparse_budget(stem):
+    """Memory-budget comparison: window, planned memory and mean ± std over seeds."""
+
+    def table(results):
+        data = results(stem)
+        budget = data["memory_budget"]
+        header = ["model", "window (h)", "planned attention MiB", "decoder", "seeds"]
+        datasets = list(data["results"])
+        header += [f"{d} {m}" for d in datasets for m in ("R0.5", "R0.9")]
+        rows = []
+        for name, chosen in budget["models"].items():
+            for decoder, label in LOGSPARSE_DECODERS.items():
+                parts = [data["results"][d]["budget"][name] for d in datasets]
+                cells = [
+                    f"{part[decoder][m]['mean']:.4f} ± {part[decoder][m]['std']:.4f}"
+                    for part in parts
+                    for m in ("R0.5", "R0.9")
+                ]
+                rows.append(
+                    [
+                        LOGSPARSE_MODELS[name],
+                        chosen["window"],
+                        f"{chosen['planned_bytes'] / 2**20:.1f}",
+                        label,
+                        len(parts[0]["runs"]),
+                        *cells,
+                    ]
+                )
         return markdown_table(header, rows)
 
     return table
@@ -318,6 +362,8 @@ def minilm_diagonals(results):
 TABLES = {
     "logsparse-fast": logsparse("logsparse-fast"),
     "logsparse-full": logsparse("logsparse-full"),
+    "logsparse-fast-budget": logsparse_budget("logsparse-fast"),
+    "logsparse-full-budget": logsparse_budget("logsparse-full"),
     "parity-first-fast": parity("parity-fast"),
     "mimetic-fast": mimetic(
         "mimetic-fast",

@@ -1,0 +1,159 @@
+"""Planned memory of a forecaster's attention layer, and the windows a budget allows.
+
+The LogSparse paper's central claim is about a memory budget: full attention
+needs `O(L²)` memory per layer, LogSparse `O(L log L)`, so for the same
+memory LogSparse sees a longer history. These functions turn that claim into
+window lengths: XLA's buffer assignment of one attention layer's training
+step (forward and backward, weight gradients) is the planned memory, read
+from JAX's `compiled.memory_analysis()` (temporaries + arguments + outputs)
+without running the step, and the longest window whose plan fits the budget
+is chosen. Under another backend the plan is made by JAX in a subprocess, so
+JAX must be installed (`pip install "keras-attn[jax]"`).
+
+Run as `python -m keras_attn.forecasting.memory '<json request>'` (JAX
+backend), the module prints the plans as JSON: the subprocess path.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+
+def planned_attention_bytes(
+    lengths,
+    attention,
+    dim,
+    num_heads,
+    *,
+    variant="local",
+    local_window=8,
+    kernel_size=9,
+    batch_size=1,
+):
+    """XLA's planned peak bytes of one attention layer's training step, per length.
+
+    The layer is the one `keras_attn.models.build_logsparse_forecaster`
+    builds with the same arguments. The step is the gradient of
+    `sum(output²)` with respect to the layer's weights on a
+    `(batch_size, length, dim)` input, compiled with `jax.jit`; its plan is
+    temporaries + arguments + outputs − aliased bytes, as in
+    `benchmarks/logsparse.py`. Nothing is run.
+
+    Args:
+        lengths: iterable of int window lengths.
+        attention: `"full"` or `"logsparse"`.
+        dim: int, model width.
+        num_heads: int, attention heads.
+        variant: LogSparse variant (`"pure"`, `"local"`, `"restart"`).
+        local_window: dense window of the `"local"` variant.
+        kernel_size: int, kernel of the query/key convolution.
+        batch_size: int, windows per training step.
+
+    Returns:
+        dict `length -> planned bytes` (int).
+
+    Example:
+
+    ```python
+    plans = planned_attention_bytes([96, 192], "full", dim=16, num_heads=4, batch_size=64)
+    ```
+    """
+    request = {
+        "lengths": [int(length) for length in lengths],
+        "attention": attention,
+        "dim": dim,
+        "num_heads": num_heads,
+        "variant": variant,
+        "local_window": local_window,
+        "kernel_size": kernel_size,
+        "batch_size": batch_size,
+    }
+    import keras
+
+    if keras.backend.backend() == "jax":
+        plans = _plan(**request)
+    else:
+        plans = _plan_in_subprocess(request)
+    return {int(length): int(planned) for length, planned in plans.items()}
+
+
+def longest_window_within(budget_bytes, plans):
+    """The longest length whose plan is at most `budget_bytes`.
+
+    Args:
+        budget_bytes: int, the memory budget.
+        plans: dict `length -> planned bytes`, as from `planned_attention_bytes`.
+
+    Returns:
+        int, the longest such length.
+
+    Raises:
+        ValueError: if no length fits.
+
+    Example:
+
+    >>> longest_window_within(100, {24: 40, 48: 90, 72: 150})
+    48
+    """
+    fitting = [length for length, planned in plans.items() if planned <= budget_bytes]
+    if not fitting:
+        raise ValueError(
+            f"No window fits the budget; the smallest plan is {min(plans.values())} bytes. "
+            f"Received: budget_bytes={budget_bytes}"
+        )
+    return max(fitting)
+
+
+def _plan(lengths, attention, dim, num_heads, variant, local_window, kernel_size, batch_size):
+    import jax
+    import jax.numpy as jnp
+
+    from keras_attn.models.logsparse_forecaster import _attention_layer
+
+    plans = {}
+    for length in lengths:
+        layer = _attention_layer(
+            attention,
+            dim // num_heads,
+            num_heads=num_heads,
+            variant=variant,
+            local_window=local_window,
+            subsequence_length=None,
+            kernel_size=kernel_size,
+        )
+        x = jnp.ones((batch_size, length, dim))  # (batch, length, dim)
+        layer(x[:, :8])
+        weights = [variable.value for variable in layer.trainable_variables]
+
+        def loss(weights, x, layer=layer):
+            return jnp.sum(jnp.square(layer.stateless_call(weights, [], x)[0]))
+
+        analysis = jax.jit(jax.grad(loss)).lower(weights, x).compile().memory_analysis()
+        plans[length] = (
+            analysis.temp_size_in_bytes
+            + analysis.argument_size_in_bytes
+            + analysis.output_size_in_bytes
+            - analysis.alias_size_in_bytes
+        )
+    return plans
+
+
+def _plan_in_subprocess(request):
+    # The subprocess imports this copy of the package, wherever it is run from.
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": path}
+    command = [sys.executable, "-m", __name__, json.dumps(request)]
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    if result.returncode != 0 or not lines:
+        tail = result.stderr.strip().splitlines()[-1:] or [f"exit code {result.returncode}"]
+        raise RuntimeError(
+            f'Planning attention memory needs JAX (`pip install "keras-attn[jax]"`): {tail[0]}'
+        )
+    return json.loads(lines[-1])
+
+
+if __name__ == "__main__":
+    print(json.dumps(_plan(**json.loads(sys.argv[1]))))
