@@ -30,6 +30,7 @@ def planned_attention_bytes(
     local_window=8,
     kernel_size=9,
     batch_size=1,
+    budget_bytes=None,
 ):
     """XLA's planned peak bytes of one attention layer's training step, per length.
 
@@ -40,6 +41,11 @@ def planned_attention_bytes(
     temporaries + arguments + outputs − aliased bytes, as in
     `benchmarks/logsparse.py`. Nothing is run.
 
+    With `budget_bytes`, only the lengths a bisection needs are planned
+    (the plan grows with the length): the result then holds the longest
+    length within the budget and the shortest one above it (where they
+    exist), which is all `longest_window_within` needs.
+
     Args:
         lengths: iterable of int window lengths.
         attention: `"full"` or `"logsparse"`.
@@ -49,9 +55,11 @@ def planned_attention_bytes(
         local_window: dense window of the `"local"` variant.
         kernel_size: int, kernel of the query/key convolution.
         batch_size: int, windows per training step.
+        budget_bytes: optional int; plan by bisection against it.
 
     Returns:
-        dict `length -> planned bytes` (int).
+        dict `length -> planned bytes` (int), for every length or, with
+        `budget_bytes`, for the lengths the bisection planned.
 
     Example:
 
@@ -68,6 +76,7 @@ def planned_attention_bytes(
         "local_window": local_window,
         "kernel_size": kernel_size,
         "batch_size": batch_size,
+        "budget_bytes": budget_bytes,
     }
     import keras
 
@@ -105,38 +114,51 @@ def longest_window_within(budget_bytes, plans):
     return max(fitting)
 
 
-def _plan(lengths, attention, dim, num_heads, variant, local_window, kernel_size, batch_size):
+def _plan(lengths, budget_bytes=None, **layer_arguments):
+    """Plans every length, or bisects the sorted lengths against `budget_bytes`."""
+    if budget_bytes is None:
+        return {length: _plan_one(length, **layer_arguments) for length in lengths}
+    lengths, plans = sorted(lengths), {}
+    low, high = 0, len(lengths) - 1  # lengths before `low` fit, after `high` do not
+    while low <= high:
+        middle = (low + high) // 2
+        plans[lengths[middle]] = _plan_one(lengths[middle], **layer_arguments)
+        if plans[lengths[middle]] <= budget_bytes:
+            low = middle + 1
+        else:
+            high = middle - 1
+    return plans
+
+
+def _plan_one(length, attention, dim, num_heads, variant, local_window, kernel_size, batch_size):
     import jax
     import jax.numpy as jnp
 
     from keras_attn.models.logsparse_forecaster import _attention_layer
 
-    plans = {}
-    for length in lengths:
-        layer = _attention_layer(
-            attention,
-            dim // num_heads,
-            num_heads=num_heads,
-            variant=variant,
-            local_window=local_window,
-            subsequence_length=None,
-            kernel_size=kernel_size,
-        )
-        x = jnp.ones((batch_size, length, dim))  # (batch, length, dim)
-        layer(x[:, :8])
-        weights = [variable.value for variable in layer.trainable_variables]
+    layer = _attention_layer(
+        attention,
+        dim // num_heads,
+        num_heads=num_heads,
+        variant=variant,
+        local_window=local_window,
+        subsequence_length=None,
+        kernel_size=kernel_size,
+    )
+    x = jnp.ones((batch_size, length, dim))  # (batch, length, dim)
+    layer(x[:, :8])
+    weights = [variable.value for variable in layer.trainable_variables]
 
-        def loss(weights, x, layer=layer):
-            return jnp.sum(jnp.square(layer.stateless_call(weights, [], x)[0]))
+    def loss(weights, x):
+        return jnp.sum(jnp.square(layer.stateless_call(weights, [], x)[0]))
 
-        analysis = jax.jit(jax.grad(loss)).lower(weights, x).compile().memory_analysis()
-        plans[length] = (
-            analysis.temp_size_in_bytes
-            + analysis.argument_size_in_bytes
-            + analysis.output_size_in_bytes
-            - analysis.alias_size_in_bytes
-        )
-    return plans
+    analysis = jax.jit(jax.grad(loss)).lower(weights, x).compile().memory_analysis()
+    return (
+        analysis.temp_size_in_bytes
+        + analysis.argument_size_in_bytes
+        + analysis.output_size_in_bytes
+        - analysis.alias_size_in_bytes
+    )
 
 
 def _plan_in_subprocess(request):

@@ -198,7 +198,8 @@ def budget_contexts(config):
     Returns:
         dict with `"budget_bytes"` (full attention's plan at the reference
         window) and `"models"`: `name -> {"context", "window",
-        "planned_bytes", "plans"}` (plans of every candidate window, in bytes).
+        "planned_bytes", "plans"}` (the plans of the candidate windows that
+        the bisection planned, in bytes).
     """
     budget = config["budget"]
     contexts = range(SEASON, budget["max_context"] + 1, SEASON)  # whole days
@@ -213,6 +214,7 @@ def budget_contexts(config):
             attention,
             local_window=config["local_window"],
             kernel_size=kernel_size,
+            budget_bytes=budget_bytes,
             **sizes,
         )
         window = longest_window_within(budget_bytes, plans)
