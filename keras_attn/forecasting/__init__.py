@@ -22,7 +22,11 @@ from keras_attn.forecasting.evaluation import (
     rho_risks,
     seasonal_naive,
 )
-from keras_attn.forecasting.memory import longest_window_within, planned_attention_bytes
+from keras_attn.forecasting.memory import (
+    longest_window_within,
+    planned_attention_bytes,
+    windows_within_budget,
+)
 from keras_attn.forecasting.training import sample_window_starts, train_forecaster
 from keras_attn.forecasting.windows import calendar_covariates, make_windows
 
@@ -41,4 +45,5 @@ __all__ = [
     "sample_window_starts",
     "seasonal_naive",
     "train_forecaster",
+    "windows_within_budget",
 ]

@@ -10,14 +10,18 @@ without running the step, and the longest window whose plan fits the budget
 is chosen. Under another backend the plan is made by JAX in a subprocess, so
 JAX must be installed (`pip install "keras-attn[jax]"`).
 
-Run as `python -m keras_attn.forecasting.memory '<json request>'` (JAX
-backend), the module prints the plans as JSON: the subprocess path.
+Run as `python -m keras_attn.forecasting.memory FUNCTION '<json request>'`
+(JAX backend), the module prints the function's result as JSON: the
+subprocess path.
 """
 
 import json
 import os
 import subprocess
 import sys
+
+LAYER_DEFAULTS = {"variant": "local", "local_window": 8, "kernel_size": 9}
+"""Layer arguments of `windows_within_budget` that a layer dict may leave out."""
 
 
 def planned_attention_bytes(
@@ -78,13 +82,64 @@ def planned_attention_bytes(
         "batch_size": batch_size,
         "budget_bytes": budget_bytes,
     }
-    import keras
+    return _int_keys(_in_jax("_plan", request))
 
-    if keras.backend.backend() == "jax":
-        plans = _plan(**request)
-    else:
-        plans = _plan_in_subprocess(request)
-    return {int(length): int(planned) for length, planned in plans.items()}
+
+def windows_within_budget(
+    reference_length, reference_layer, lengths, layers, *, dim, num_heads, batch_size=1
+):
+    """A memory budget and the longest window each layer's plan fits in it.
+
+    The budget is the plan (`planned_attention_bytes`) of `reference_layer`
+    at `reference_length`, for example full attention at 96 steps; each of
+    `layers` then gets the longest of `lengths` whose plan is within it,
+    found by bisection. One JAX process makes every plan.
+
+    Args:
+        reference_length: int, the window that sets the budget.
+        reference_layer: dict of the layer arguments of
+            `planned_attention_bytes` (`attention`, and optionally `variant`,
+            `local_window`, `kernel_size`).
+        lengths: iterable of int candidate windows.
+        layers: dict `name -> layer arguments`, as `reference_layer`.
+        dim: int, model width.
+        num_heads: int, attention heads.
+        batch_size: int, windows per training step.
+
+    Returns:
+        dict with `"budget_bytes"` and `"models"`: `name -> {"window",
+        "planned_bytes", "plans"}`, `plans` the planned candidates
+        (`length -> bytes`).
+
+    Raises:
+        ValueError: if no candidate of a layer fits the budget.
+
+    Example:
+
+    ```python
+    budget = windows_within_budget(
+        96,
+        {"attention": "full"},
+        range(48, 700, 24),
+        {"logsparse": {"attention": "logsparse", "local_window": 8}},
+        dim=16,
+        num_heads=4,
+        batch_size=64,
+    )
+    budget["models"]["logsparse"]["window"]  # the longest window within the budget
+    ```
+    """
+    request = {
+        "reference_length": int(reference_length),
+        "reference_layer": reference_layer,
+        "lengths": [int(length) for length in lengths],
+        "layers": layers,
+        "sizes": {"dim": dim, "num_heads": num_heads, "batch_size": batch_size},
+    }
+    budget = _in_jax("_budget", request)
+    for chosen in budget["models"].values():
+        chosen["plans"] = _int_keys(chosen["plans"])
+    return budget
 
 
 def longest_window_within(budget_bytes, plans):
@@ -112,6 +167,17 @@ def longest_window_within(budget_bytes, plans):
             f"Received: budget_bytes={budget_bytes}"
         )
     return max(fitting)
+
+
+def _budget(reference_length, reference_layer, lengths, layers, sizes):
+    reference = {**LAYER_DEFAULTS, **reference_layer, **sizes}
+    budget_bytes = _plan_one(reference_length, **reference)
+    models = {}
+    for name, layer in layers.items():
+        plans = _plan(lengths, budget_bytes, **{**LAYER_DEFAULTS, **layer, **sizes})
+        window = longest_window_within(budget_bytes, plans)
+        models[name] = {"window": window, "planned_bytes": plans[window], "plans": plans}
+    return {"budget_bytes": budget_bytes, "models": models}
 
 
 def _plan(lengths, budget_bytes=None, **layer_arguments):
@@ -161,12 +227,21 @@ def _plan_one(length, attention, dim, num_heads, variant, local_window, kernel_s
     )
 
 
-def _plan_in_subprocess(request):
+def _int_keys(plans):
+    return {int(length): int(planned) for length, planned in plans.items()}
+
+
+def _in_jax(function, request):
+    """`function(**request)` of this module, in a JAX subprocess under another backend."""
+    import keras
+
+    if keras.backend.backend() == "jax":
+        return globals()[function](**request)
     # The subprocess imports this copy of the package, wherever it is run from.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": path}
-    command = [sys.executable, "-m", __name__, json.dumps(request)]
+    command = [sys.executable, "-m", __name__, function, json.dumps(request)]
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if result.returncode != 0 or not lines:
@@ -178,4 +253,4 @@ def _plan_in_subprocess(request):
 
 
 if __name__ == "__main__":
-    print(json.dumps(_plan(**json.loads(sys.argv[1]))))
+    print(json.dumps(globals()[sys.argv[1]](**json.loads(sys.argv[2]))))

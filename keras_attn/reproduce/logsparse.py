@@ -26,14 +26,13 @@ from keras_attn.forecasting import (
     autoregressive_forecast,
     calendar_covariates,
     forecast_band,
-    longest_window_within,
     path_quantiles,
-    planned_attention_bytes,
     quantile_risks,
     rho_risks,
     sample_path_forecast,
     seasonal_naive,
     train_forecaster,
+    windows_within_budget,
 )
 from keras_attn.reproduce._run import choose_setting, finish
 
@@ -196,35 +195,34 @@ def budget_contexts(config):
     """The memory budget and the longest context each budget model's plan fits in it.
 
     Returns:
-        dict with `"budget_bytes"` (full attention's plan at the reference
-        window) and `"models"`: `name -> {"context", "window",
-        "planned_bytes", "plans"}` (the plans of the candidate windows that
-        the bisection planned, in bytes).
+        `keras_attn.forecasting.windows_within_budget`'s result (the budget:
+        full attention, k = 9, at the reference window) with
+        `"reference_window"` and, per model, its `"context"`; plans are keyed
+        by window as strings (JSON).
     """
     budget = config["budget"]
-    contexts = range(SEASON, budget["max_context"] + 1, SEASON)  # whole days
-    sizes = {"dim": config["dim"], "num_heads": NUM_HEADS, "batch_size": config["batch_size"]}
-    reference = budget["reference_context"] + HORIZON
-    budget_bytes = planned_attention_bytes([reference], "full", kernel_size=9, **sizes)[reference]
-    models = {}
+    layers = {}
     for name in budget["models"]:
         attention, kernel_size = MODELS[name]
-        plans = planned_attention_bytes(
-            [context + HORIZON for context in contexts],
-            attention,
-            local_window=config["local_window"],
-            kernel_size=kernel_size,
-            budget_bytes=budget_bytes,
-            **sizes,
-        )
-        window = longest_window_within(budget_bytes, plans)
-        models[name] = {
-            "context": window - HORIZON,
-            "window": window,
-            "planned_bytes": plans[window],
-            "plans": {str(length): planned for length, planned in plans.items()},
+        layers[name] = {
+            "attention": attention,
+            "kernel_size": kernel_size,
+            "local_window": config["local_window"],
         }
-    return {"budget_bytes": budget_bytes, "reference_window": reference, "models": models}
+    reference = budget["reference_context"] + HORIZON
+    result = windows_within_budget(
+        reference,
+        {"attention": "full", "kernel_size": 9},
+        range(SEASON + HORIZON, budget["max_context"] + HORIZON + 1, SEASON),  # whole days
+        layers,
+        dim=config["dim"],
+        num_heads=NUM_HEADS,
+        batch_size=config["batch_size"],
+    )
+    for chosen in result["models"].values():
+        chosen["context"] = chosen["window"] - HORIZON
+        chosen["plans"] = {str(length): planned for length, planned in chosen["plans"].items()}
+    return {**result, "reference_window": reference}
 
 
 def forecast_scores(model, series, context, config):
