@@ -18,6 +18,7 @@ quantiles), as R0.5/R0.9 against a seasonal-naive forecast (the same hour of
 the previous day), and one forecast is plotted.
 """
 
+import os
 import time
 
 import numpy as np
@@ -329,6 +330,7 @@ def plot_forecasts(curves, config):
 
 def run(args):
     started_at = time.time()
+    load_at_start = [round(value, 2) for value in os.getloadavg()]
     setting, config = settings(args)
     results, curves = {}, {}
     contexts = budget_contexts(config) if config["comparison"] != "same-window" else None
@@ -341,7 +343,11 @@ def run(args):
         if contexts:
             results[dataset]["budget"] = under_budget(series, test_start, contexts, config)
     print_tables(results)
-    summary = {"setting": "full" if setting == "full" else "fast", "config": config}
+    summary = {
+        "setting": "full" if setting == "full" else "fast",
+        "config": config,
+        "load_average_at_start": load_at_start,
+    }
     if contexts:
         summary["memory_budget"] = contexts
     figure = plot_forecasts(curves, config) if curves else None
