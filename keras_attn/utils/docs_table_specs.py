@@ -46,7 +46,8 @@ def logsparse(stem):
                     for d in datasets
                     for m in ("R0.5", "R0.9")
                 ]
-                rows.append([LOGSPARSE_MODELS[name], label, *cells])
+                point = name == "seasonal_naive"  # a point forecast: one row, no decoder
+                rows.append([LOGSPARSE_MODELS[name], "–" if point else label, *cells])
         return markdown_table(header, rows)
 
     return table
@@ -58,7 +59,7 @@ def logsparse_budget(stem):
     def table(results):
         data = results(stem)
         budget = data["memory_budget"]
-        header = ["model", "window (h)", "planned attention MiB", "decoder", "seeds"]
+        header = ["model", "window (steps)", "planned attention MiB", "decoder", "seeds"]
         datasets = list(data["results"])
         header += [f"{d} {m}" for d in datasets for m in ("R0.5", "R0.9")]
         rows = []
