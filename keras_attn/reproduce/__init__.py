@@ -96,7 +96,7 @@ REPRODUCTIONS = {
         "parity",
         "FIRST/PARITY length generalisation with and without log-length scaled attention.",
         "60 s (measured at load 2.9)",
-        "about 10 minutes (estimate)",
+        "about 1 hour (estimate)",
         "parity-first.md",
     ),
     "t2t": Reproduction(

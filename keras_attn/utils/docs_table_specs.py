@@ -126,6 +126,38 @@ def parity(stem):
     return table
 
 
+def parity_runs(stem, task):
+    """Every run of one task: accuracy, share called positive, logit spread, label share."""
+
+    def table(results):
+        data = results(stem)
+        header = [
+            "seed",
+            "attention",
+            f"test acc (n={data['setting']['test_length']})",
+            "share called positive",
+            "logit std",
+            "share of positive labels",
+            "train-length acc",
+        ]
+        rows = [
+            [
+                run["seed"],
+                PARITY_SCALES[run["logit_scale"]],
+                f"{run['test_accuracy']:.2f}",
+                f"{run['test_positive_share']:.2f}",
+                f"{run['test_logit_std']:.4f}",
+                f"{run['test_label_share']:.2f}",
+                f"{run['train_length_accuracy']:.2f}",
+            ]
+            for run in sorted(data["runs"], key=lambda run: run["seed"])
+            if run["task"] == task
+        ]
+        return markdown_table(header, rows)
+
+    return table
+
+
 def mimetic(stem, labels):
     def table(results):
         data = results(stem)
@@ -366,6 +398,8 @@ TABLES = {
     "logsparse-fast-budget": logsparse_budget("logsparse-fast"),
     "logsparse-full-budget": logsparse_budget("logsparse-full"),
     "parity-first-fast": parity("parity-fast"),
+    "parity-first-reduced": parity("parity-reduced-full"),
+    "parity-reduced-parity-runs": parity_runs("parity-reduced-full", "parity"),
     "mimetic-fast": mimetic(
         "mimetic-fast",
         {
