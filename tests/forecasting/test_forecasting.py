@@ -153,7 +153,9 @@ def test_quantile_risks_equal_point_rho_risks():
     for rho, point in forecast.items():
         errors = actual - point
         pinball = np.where(errors >= 0, rho * errors, (rho - 1) * errors)
-        assert risks[f"R{rho:g}"] == pytest.approx(2 * pinball.sum() / np.abs(actual).sum(), rel=1e-6)
+        assert risks[f"R{rho:g}"] == pytest.approx(
+            2 * pinball.sum() / np.abs(actual).sum(), rel=1e-6
+        )
 
 
 def test_longest_window_within():
