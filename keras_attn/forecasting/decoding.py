@@ -12,9 +12,9 @@ def autoregressive_forecast(model, values, covariates, origins, context, horizon
     input of the first forecast step is the last of them. The model
     then runs `horizon` times on the whole window: after run `h` the
     predicted mean of step `origin + h` becomes the lagged input of step
-    `origin + h + 1` (the mean path, a deterministic stand-in for DeepAR's
-    sample paths). Inputs after the last known or predicted step are zero,
-    and a causal model never reads them. All origins are forecast together,
+    `origin + h + 1` (the mean path, a deterministic stand-in for the
+    sample paths of `sample_path_forecast`). Inputs after the last known or
+    predicted step are zero, and a causal model never reads them. All origins are forecast together,
     one `predict_on_batch` per step.
 
     Args:
@@ -49,3 +49,76 @@ def autoregressive_forecast(model, values, covariates, origins, context, horizon
     mean = params[:, context:, 0] * scales[:, None]  # (n, horizon)
     scale = params[:, context:, 1] * scales[:, None]  # (n, horizon)
     return mean, scale
+
+
+def sample_path_forecast(
+    model, values, covariates, origins, context, horizon, num_paths=100, seed=0
+):
+    """Forecasts by ancestral sampling: `num_paths` sample paths from each origin.
+
+    As in DeepAR and the LogSparse paper: the input of the first forecast
+    step is the last true value; at step `h` every path draws
+    `z ~ Normal(mean, scale)` from the model's Gaussian at step `origin + h`,
+    and that draw (not the mean) is the path's lagged input of step
+    `origin + h + 1`. The paths of all origins run together, one
+    `predict_on_batch` of `len(origins) * num_paths` windows per step.
+    Quantiles of the paths (`path_quantiles`) are the forecast.
+
+    Args:
+        model: a Keras model from the inputs of `make_windows` to
+            `(batch, length, 2)` means and standard deviations of the scaled
+            series.
+        values: `(T,)` the series; only steps before each origin are read.
+        covariates: dict `name -> (T,)` array, as for `make_windows`.
+        origins: `(n,)` int, the first forecast step of each forecast.
+        context: int, conditioning steps before each origin.
+        horizon: int, steps forecast from each origin.
+        num_paths: int, sample paths per origin.
+        seed: int, seed of the normal draws.
+
+    Returns:
+        `(n, num_paths, horizon)` array of sample paths in the units of
+        `values`.
+
+    Example:
+
+    ```python
+    paths = sample_path_forecast(model, values, covariates, [500, 524], 168, 24)
+    quantiles = path_quantiles(paths, (0.5, 0.9))  # {0.5: (2, 24), 0.9: (2, 24)}
+    ```
+    """
+    starts = np.asarray(origins) - context
+    inputs, _, scales = make_windows(values, covariates, starts, context, horizon)
+    inputs = {key: np.repeat(value, num_paths, axis=0) for key, value in inputs.items()}
+    lagged = inputs["lagged_target"]  # (n * num_paths, length, 1)
+    lagged[:, context + 1 :] = 0.0
+    rng = np.random.default_rng(seed)
+    draws = np.empty((lagged.shape[0], horizon))  # (n * num_paths, horizon)
+    for step in range(horizon):
+        params = np.asarray(model.predict_on_batch(inputs))  # (n * num_paths, length, 2)
+        mean, scale = params[:, context + step, 0], params[:, context + step, 1]
+        draws[:, step] = mean + scale * rng.standard_normal(len(mean))
+        if step + 1 < horizon:
+            lagged[:, context + step + 1, 0] = draws[:, step]
+    paths = draws.reshape(len(starts), num_paths, horizon)  # (n, num_paths, horizon)
+    return paths * scales[:, None, None]
+
+
+def path_quantiles(paths, quantiles=(0.5, 0.9)):
+    """Quantiles of sample paths at every forecast step.
+
+    Args:
+        paths: `(n, num_paths, horizon)` sample paths.
+        quantiles: quantile levels in `(0, 1)`.
+
+    Returns:
+        dict `level -> (n, horizon)` array (linear interpolation between
+        order statistics, NumPy's default).
+
+    Example:
+
+    >>> paths = np.arange(5.0).reshape(1, 5, 1)
+    >>> {level: q.tolist() for level, q in path_quantiles(paths, (0.5, 0.75)).items()}
+    {0.5: [[2.0]], 0.75: [[3.0]]}
+    """
+    return {level: np.quantile(paths, level, axis=1) for level in quantiles}

@@ -56,6 +56,32 @@ def rho_risks(actual, mean, scale, rhos=(0.5, 0.9)):
     return risks
 
 
+def quantile_risks(actual, quantiles):
+    """The rho-risk of each quantile forecast, for example of sample paths.
+
+    `R_rho = 2 sum D_rho(x, q_rho) / sum |x|` with the forecast
+    `rho`-quantile `q_rho` as the point forecast, through `rho_risks` (the
+    `RhoRisk` metric with zero scale).
+
+    Args:
+        actual: `(...)` the true values.
+        quantiles: dict `rho -> (...)` forecast quantiles, as from
+            `path_quantiles`.
+
+    Returns:
+        dict `"R<rho>" -> float`.
+
+    Example:
+
+    >>> quantile_risks(np.array([2.0, 4.0]), {0.5: np.array([1.0, 5.0])})
+    {'R0.5': 0.3333333432674408}
+    """
+    risks = {}
+    for rho, forecast in quantiles.items():
+        risks.update(rho_risks(actual, forecast, np.zeros_like(forecast), rhos=(rho,)))
+    return risks
+
+
 def forecast_band(mean, scale, z=Z90):
     """The band `mean ± z · scale` of Gaussian forecasts (10-90% by default).
 

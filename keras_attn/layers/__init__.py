@@ -8,6 +8,7 @@ from keras_attn.layers.convolutional_self_attention import ConvolutionalSelfAtte
 from keras_attn.layers.fourier_filter import FourierFilter
 from keras_attn.layers.gaussian_head import GaussianHead
 from keras_attn.layers.gumbel_sigmoid_gate import GumbelSigmoidGate
+from keras_attn.layers.learned_scale_positions import LearnedScalePositions
 from keras_attn.layers.log_sparse_attention import LogSparseAttention
 from keras_attn.layers.log_sparse_pattern import LogSparsePattern
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
@@ -31,6 +32,7 @@ __all__ = [
     "FourierFilter",
     "GaussianHead",
     "GumbelSigmoidGate",
+    "LearnedScalePositions",
     "LogSparseAttention",
     "LogSparsePattern",
     "MultiHeadSelfAttention",

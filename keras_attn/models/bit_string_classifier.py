@@ -11,9 +11,10 @@ generalising from short to long strings.
 
 import keras
 
-from keras_attn.layers import BitStringFeatures, TransformerBlock
+from keras_attn.layers import BitStringFeatures, LearnedScalePositions, TransformerBlock
 
 LOGIT_SCALES = ("none", "log_length")
+POSITIONS = ("fixed", "learned_scale")
 
 
 def build_bit_string_classifier(
@@ -24,6 +25,7 @@ def build_bit_string_classifier(
     num_heads=1,
     logit_scale="none",
     layer_norm_epsilon=1e-5,
+    positions="fixed",
     name="bit_string_classifier",
 ):
     """Builds the learned PARITY or FIRST classifier of the paper.
@@ -42,6 +44,10 @@ def build_bit_string_classifier(
         num_heads: int, attention heads per layer.
         logit_scale: `"none"` or `"log_length"` (log-length scaled attention).
         layer_norm_epsilon: float, epsilon of the layer norms.
+        positions: `"fixed"` (the task's `BitStringFeatures`) or
+            `"learned_scale"` (`LearnedScalePositions`: `i / n · exp(γ)` and
+            `cos(π i · exp(γ))` with learned `γ`, the official code's
+            encoding of the length-generalisation runs).
         name: model name.
 
     Returns:
@@ -61,6 +67,10 @@ def build_bit_string_classifier(
         raise ValueError(
             f"`logit_scale` must be one of {LOGIT_SCALES}. Received: logit_scale={logit_scale!r}"
         )
+    if positions not in POSITIONS:
+        raise ValueError(
+            f"`positions` must be one of {POSITIONS}. Received: positions={positions!r}"
+        )
     if not isinstance(num_layers, int) or num_layers < 1:
         raise ValueError(
             f"`num_layers` must be a positive integer. Received: num_layers={num_layers!r}"
@@ -69,8 +79,11 @@ def build_bit_string_classifier(
     embedded = keras.layers.Embedding(
         3, dim, embeddings_initializer=keras.initializers.RandomNormal(stddev=1.0), name="embedding"
     )(tokens)  # (batch, length, dim)
-    positions = BitStringFeatures(task, dim, include_tokens=False, name="positions")(tokens)
-    x = keras.layers.Add(name="embedding_sum")([embedded, positions])
+    if positions == "fixed":
+        encoding = BitStringFeatures(task, dim, include_tokens=False, name="positions")(tokens)
+    else:
+        encoding = LearnedScalePositions(dim, name="positions")(tokens)  # (batch, length, dim)
+    x = keras.layers.Add(name="embedding_sum")([embedded, encoding])
     for index in range(num_layers):
         x = TransformerBlock(
             num_heads,

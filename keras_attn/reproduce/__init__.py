@@ -80,9 +80,9 @@ REPRODUCTIONS = {
     ),
     "logsparse": Reproduction(
         "logsparse",
-        "LogSparse + convolutional attention vs full attention and seasonal naive (R0.5/R0.9).",
-        "9 s (measured at load 4.3)",
-        "about 4 minutes (estimate)",
+        "LogSparse + convolutional attention vs full attention, same window and same memory.",
+        "120 s (measured at load 1.5)",
+        "about 40 minutes (estimate)",
         "logsparse.md",
     ),
     "mimetic": Reproduction(
@@ -96,7 +96,7 @@ REPRODUCTIONS = {
         "parity",
         "FIRST/PARITY length generalisation with and without log-length scaled attention.",
         "60 s (measured at load 2.9)",
-        "about 10 minutes (estimate)",
+        "about 1 hour (estimate)",
         "parity-first.md",
     ),
     "t2t": Reproduction(

@@ -12,7 +12,7 @@ from keras_attn.utils.docs_tables import markdown_table
 LOGSPARSE_MODELS = {
     "seasonal_naive": "seasonal naive (previous day)",
     "full_k1": "full attention, `k = 1`",
-    "full_k9": "full attention, `k = 9`",
+    "full_conv": "full attention + conv, `k = 9`",
     "logsparse_k1": "LogSparse (local), `k = 1`",
     "logsparse_conv": "LogSparse (local) + conv, `k = 9`",
 }
@@ -25,17 +25,62 @@ T2T_MODELS = {
 }
 
 
+LOGSPARSE_DECODERS = {"mean_path": "mean path", "sample_paths": "sample paths"}
+
+
 def logsparse(stem):
+    """Same-window comparison: every model's R0.5/R0.9 with both decoders."""
+
     def table(results):
         data = results(stem)["results"]
         datasets = list(data)
-        header = ["model"] + [f"{d} {m}" for d in datasets for m in ("R0.5", "R0.9")]
-        models = [name for name in LOGSPARSE_MODELS if name in data[datasets[0]]]
-        rows = [
-            [LOGSPARSE_MODELS[name]]
-            + [f"{data[d][name][m]:.4f}" for d in datasets for m in ("R0.5", "R0.9")]
-            for name in models
-        ]
+        header = ["model", "decoder"] + [f"{d} {m}" for d in datasets for m in ("R0.5", "R0.9")]
+        first = data[datasets[0]]["same_window"]
+        rows = []
+        for name in (name for name in LOGSPARSE_MODELS if name in first):
+            for decoder, label in LOGSPARSE_DECODERS.items():
+                if name == "seasonal_naive" and decoder == "sample_paths":
+                    continue
+                cells = [
+                    f"{data[d]['same_window'][name][decoder][m]:.4f}"
+                    for d in datasets
+                    for m in ("R0.5", "R0.9")
+                ]
+                point = name == "seasonal_naive"  # a point forecast: one row, no decoder
+                rows.append([LOGSPARSE_MODELS[name], "–" if point else label, *cells])
+        return markdown_table(header, rows)
+
+    return table
+
+
+def logsparse_budget(stem):
+    """Memory-budget comparison: window, planned memory and mean ± std over seeds."""
+
+    def table(results):
+        data = results(stem)
+        budget = data["memory_budget"]
+        header = ["model", "window (steps)", "planned attention MiB", "decoder", "seeds"]
+        datasets = list(data["results"])
+        header += [f"{d} {m}" for d in datasets for m in ("R0.5", "R0.9")]
+        rows = []
+        for name, chosen in budget["models"].items():
+            for decoder, label in LOGSPARSE_DECODERS.items():
+                parts = [data["results"][d]["budget"][name] for d in datasets]
+                cells = [
+                    f"{part[decoder][m]['mean']:.4f} ± {part[decoder][m]['std']:.4f}"
+                    for part in parts
+                    for m in ("R0.5", "R0.9")
+                ]
+                rows.append(
+                    [
+                        LOGSPARSE_MODELS[name],
+                        chosen["window"],
+                        f"{chosen['planned_bytes'] / 2**20:.1f}",
+                        label,
+                        len(parts[0]["runs"]),
+                        *cells,
+                    ]
+                )
         return markdown_table(header, rows)
 
     return table
@@ -76,6 +121,38 @@ def parity(stem):
                     f"{solved}/{row['seeds']}",
                 ]
             )
+        return markdown_table(header, rows)
+
+    return table
+
+
+def parity_runs(stem, task):
+    """Every run of one task: accuracy, share called positive, logit spread, label share."""
+
+    def table(results):
+        data = results(stem)
+        header = [
+            "seed",
+            "attention",
+            f"test acc (n={data['setting']['test_length']})",
+            "share called positive",
+            "logit std",
+            "share of positive labels",
+            "train-length acc",
+        ]
+        rows = [
+            [
+                run["seed"],
+                PARITY_SCALES[run["logit_scale"]],
+                f"{run['test_accuracy']:.2f}",
+                f"{run['test_positive_share']:.2f}",
+                f"{run['test_logit_std']:.4f}",
+                f"{run['test_label_share']:.2f}",
+                f"{run['train_length_accuracy']:.2f}",
+            ]
+            for run in sorted(data["runs"], key=lambda run: run["seed"])
+            if run["task"] == task
+        ]
         return markdown_table(header, rows)
 
     return table
@@ -448,7 +525,11 @@ def logsparse_benchmark_targets(results):
 TABLES = {
     "logsparse-fast": logsparse("logsparse-fast"),
     "logsparse-full": logsparse("logsparse-full"),
+    "logsparse-fast-budget": logsparse_budget("logsparse-fast"),
+    "logsparse-full-budget": logsparse_budget("logsparse-full"),
     "parity-first-fast": parity("parity-fast"),
+    "parity-first-reduced": parity("parity-reduced-full"),
+    "parity-reduced-parity-runs": parity_runs("parity-reduced-full", "parity"),
     "mimetic-fast": mimetic(
         "mimetic-fast",
         {

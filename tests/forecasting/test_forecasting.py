@@ -7,8 +7,13 @@ from keras_attn.forecasting import (
     autoregressive_forecast,
     calendar_covariates,
     forecast_band,
+    longest_window_within,
     make_windows,
+    path_quantiles,
+    planned_attention_bytes,
+    quantile_risks,
     rho_risks,
+    sample_path_forecast,
     sample_window_starts,
     seasonal_naive,
     train_forecaster,
@@ -105,3 +110,83 @@ def test_train_forecaster_reads_only_the_training_part():
     )
     assert np.isfinite(info["final_train_nll"])
     assert info["parameters"] == model.count_params() and info["train_seconds"] > 0
+
+
+def test_sample_paths_have_the_random_walks_quantiles():
+    """Sampled paths of a random walk: step h is z + (h+1) s + s sqrt(h+1) N(0, 1).
+
+    Feeding back the mean instead (the mean path) gives a spread of s at every step, which
+    this check rejects: the deliberately wrong decoder below fails it.
+    """
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(1)
+    values = rng.uniform(1.0, 3.0, 60)
+    origins, context, horizon = np.array([20, 40]), 8, 6
+    hidden = values.copy()
+    hidden[origins[-1] :] = np.nan  # the forecasts read no step at or after their origin
+    hidden[origins[0] : origins[0] + horizon] = np.nan
+    model = _plus_one_model()  # a Gaussian random walk with drift 1 (scaled units)
+    paths = sample_path_forecast(model, hidden, {}, origins, context, horizon, num_paths=4000)
+    assert paths.shape == (2, 4000, horizon) and np.isfinite(paths).all()
+    quantiles = path_quantiles(paths, (0.1, 0.5, 0.9))
+    steps = np.arange(1, horizon + 1)
+    for index, origin in enumerate(origins):
+        s = np.abs(values[origin - context : origin]).mean()
+        for level, forecast in quantiles.items():
+            expected = values[origin - 1] + s * steps + s * np.sqrt(steps) * norm.ppf(level)
+            error = np.abs(forecast[index] - expected) / (s * np.sqrt(steps))
+            assert error.max() < 0.1, (level, error)
+    # The mean path's Gaussian quantiles keep a spread of s: they miss the later steps.
+    mean, scale = autoregressive_forecast(model, values, {}, origins, context, horizon)
+    wrong = mean[0] + scale[0] * norm.ppf(0.9)
+    s = np.abs(values[origins[0] - context : origins[0]]).mean()
+    assert np.abs(wrong - quantiles[0.9][0])[-1] > 0.5 * s
+    again = sample_path_forecast(model, hidden, {}, origins, context, horizon, num_paths=4000)
+    np.testing.assert_array_equal(again, paths)  # seeded
+
+
+def test_quantile_risks_equal_point_rho_risks():
+    actual = np.array([[2.0, 4.0], [1.0, 3.0]])
+    forecast = {0.5: np.array([[1.0, 5.0], [1.0, 2.0]]), 0.9: np.array([[3.0, 5.0], [2.0, 4.0]])}
+    risks = quantile_risks(actual, forecast)
+    for rho, point in forecast.items():
+        errors = actual - point
+        pinball = np.where(errors >= 0, rho * errors, (rho - 1) * errors)
+        assert risks[f"R{rho:g}"] == pytest.approx(
+            2 * pinball.sum() / np.abs(actual).sum(), rel=1e-6
+        )
+
+
+def test_longest_window_within():
+    assert longest_window_within(100, {24: 40, 48: 100, 72: 150}) == 48
+    with pytest.raises(ValueError, match="Received: budget_bytes=10"):
+        longest_window_within(10, {24: 40})
+
+
+def test_planned_attention_memory_full_grows_quadratically_logsparse_not():
+    """XLA's plan (JAX, in a subprocess under other backends) of one attention layer's step."""
+    lengths = [128, 256]
+    full = planned_attention_bytes(lengths, "full", dim=8, num_heads=4, batch_size=8)
+    sparse = planned_attention_bytes(
+        lengths, "logsparse", dim=8, num_heads=4, local_window=4, batch_size=8
+    )
+    # Full attention's scores are (batch, heads, L, L): at these sizes that part
+    # dominates, so doubling L multiplies the plan by more than 3.
+    assert full[256] > 3 * full[128]
+    assert sparse[256] < 2.5 * sparse[128]
+    assert sparse[256] < full[256] / 4
+
+
+def test_budget_bisection_finds_the_longest_fitting_length(monkeypatch):
+    from keras_attn.forecasting import memory
+
+    monkeypatch.setattr(memory, "_plan_one", lambda length, **layer: length * length)
+    lengths = list(range(10, 200, 7))
+    for budget in (100, 2209, 10_000, 10**9):
+        plans = memory._plan(lengths, budget_bytes=budget)
+        assert len(plans) <= 5  # bisection, not all 27 lengths
+        expected = max(length for length in lengths if length * length <= budget)
+        assert longest_window_within(budget, plans) == expected
+    with pytest.raises(ValueError, match="budget_bytes=50"):
+        longest_window_within(50, memory._plan(lengths, budget_bytes=50))

@@ -49,3 +49,22 @@ def test_bad_arguments():
         build_bit_string_classifier(logit_scale="log")
     with pytest.raises(ValueError, match="Received: num_layers=0"):
         build_bit_string_classifier(num_layers=0)
+    with pytest.raises(ValueError, match="Received: positions='sinusoidal'"):
+        build_bit_string_classifier(positions="sinusoidal")
+
+
+def test_learned_scale_positions_are_trained_and_reload(tmp_path):
+    keras.utils.set_random_seed(0)
+    model = build_bit_string_classifier("parity", num_heads=2, positions="learned_scale")
+    encoding = model.get_layer("positions")
+    assert type(encoding).__name__ == "LearnedScalePositions" and encoding.width == 16
+    before = np.asarray(encoding.log_scales).copy()
+    model.compile(keras.optimizers.Adam(1e-2), keras.losses.BinaryCrossentropy(from_logits=True))
+    tokens, labels = make_bit_strings(64, 10, "parity", seed=0)
+    model.fit(tokens, labels, batch_size=16, epochs=1, verbose=0)
+    assert not np.allclose(np.asarray(encoding.log_scales), before)  # γ is learned
+    path = str(tmp_path / "parity.keras")
+    model.save(path)
+    np.testing.assert_allclose(
+        keras.models.load_model(path)(tokens[:4]), model(tokens[:4]), atol=1e-5
+    )
