@@ -1,5 +1,6 @@
 import math
 
+import keras
 import numpy as np
 import pytest
 
@@ -31,13 +32,13 @@ def test_encoding_by_hand():
     layer(np.zeros((1, 3), "int32"))
     gamma = np.array([0.3, -0.7], "float32")
     layer.set_weights([gamma])
-    encoding = np.asarray(layer(np.zeros((2, 5), "int32")))
+    encoding = keras.ops.convert_to_numpy(layer(np.zeros((2, 5), "int32")))
     i = np.arange(5)[:, None]
     expected = np.concatenate([i / 5 * np.exp(gamma), np.cos(math.pi * i * np.exp(gamma))], -1)
     np.testing.assert_allclose(encoding[1], expected, atol=1e-5)
     np.testing.assert_allclose(encoding[0], encoding[1])
     # Zero log-scales give the exact constructions' features i / n and (-1)^i.
     layer.set_weights([np.zeros(2, "float32")])
-    plain = np.asarray(layer(np.zeros((1, 4), "int32")))[0]
+    plain = keras.ops.convert_to_numpy(layer(np.zeros((1, 4), "int32")))[0]
     np.testing.assert_allclose(plain[:, 0], np.arange(4) / 4, atol=1e-6)
     np.testing.assert_allclose(plain[:, 2], [1, -1, 1, -1], atol=1e-6)
