@@ -37,15 +37,8 @@ def autoregressive_forecast(model, values, covariates, origins, context, horizon
     mean, scale = autoregressive_forecast(model, values, covariates, [500, 524], 168, 24)
     ```
     """
-    starts = np.asarray(origins) - context
-    inputs, _, scales = make_windows(values, covariates, starts, context, horizon)
-    lagged = inputs["lagged_target"]  # (n, length, 1)
-    # Step `origin` reads the last true value z[origin - 1]; later inputs are unknown.
-    lagged[:, context + 1 :] = 0.0
-    for step in range(horizon):
-        params = np.asarray(model.predict_on_batch(inputs))  # (n, length, 2)
-        if step + 1 < horizon:
-            lagged[:, context + step + 1, 0] = params[:, context + step, 0]
+    inputs, scales = _forecast_windows(values, covariates, origins, context, horizon)
+    params, _ = _decode(model, inputs, context, horizon, lambda mean, scale: mean)
     mean = params[:, context:, 0] * scales[:, None]  # (n, horizon)
     scale = params[:, context:, 1] * scales[:, None]  # (n, horizon)
     return mean, scale
@@ -87,21 +80,43 @@ def sample_path_forecast(
     quantiles = path_quantiles(paths, (0.5, 0.9))  # {0.5: (2, 24), 0.9: (2, 24)}
     ```
     """
+    inputs, scales = _forecast_windows(values, covariates, origins, context, horizon, num_paths)
+    rng = np.random.default_rng(seed)
+    _, draws = _decode(
+        model,
+        inputs,
+        context,
+        horizon,
+        lambda mean, scale: mean + scale * rng.standard_normal(len(mean)),
+    )  # draws: (n * num_paths, horizon)
+    paths = draws.reshape(len(scales), num_paths, horizon)  # (n, num_paths, horizon)
+    return paths * scales[:, None, None]
+
+
+def _forecast_windows(values, covariates, origins, context, horizon, repeats=1):
+    """The windows of each origin (`repeats` copies each), inputs after the first step unknown."""
     starts = np.asarray(origins) - context
     inputs, _, scales = make_windows(values, covariates, starts, context, horizon)
-    inputs = {key: np.repeat(value, num_paths, axis=0) for key, value in inputs.items()}
-    lagged = inputs["lagged_target"]  # (n * num_paths, length, 1)
-    lagged[:, context + 1 :] = 0.0
-    rng = np.random.default_rng(seed)
-    draws = np.empty((lagged.shape[0], horizon))  # (n * num_paths, horizon)
+    inputs = {key: np.repeat(value, repeats, axis=0) for key, value in inputs.items()}
+    # Step `origin` reads the last true value z[origin - 1]; later inputs are unknown.
+    inputs["lagged_target"][:, context + 1 :] = 0.0  # (n * repeats, length, 1)
+    return inputs, scales
+
+
+def _decode(model, inputs, context, horizon, next_input):
+    """Runs `model` once per forecast step, feeding `next_input(mean, scale)` of each step back.
+
+    Returns the last run's `(batch, length, 2)` outputs and the `(batch, horizon)`
+    values fed back (the last step's too).
+    """
+    lagged = inputs["lagged_target"]  # (batch, length, 1)
+    fed = np.empty((lagged.shape[0], horizon))  # (batch, horizon)
     for step in range(horizon):
-        params = np.asarray(model.predict_on_batch(inputs))  # (n * num_paths, length, 2)
-        mean, scale = params[:, context + step, 0], params[:, context + step, 1]
-        draws[:, step] = mean + scale * rng.standard_normal(len(mean))
+        params = np.asarray(model.predict_on_batch(inputs))  # (batch, length, 2)
+        fed[:, step] = next_input(params[:, context + step, 0], params[:, context + step, 1])
         if step + 1 < horizon:
-            lagged[:, context + step + 1, 0] = draws[:, step]
-    paths = draws.reshape(len(starts), num_paths, horizon)  # (n, num_paths, horizon)
-    return paths * scales[:, None, None]
+            lagged[:, context + step + 1, 0] = fed[:, step]
+    return params, fed
 
 
 def path_quantiles(paths, quantiles=(0.5, 0.9)):
