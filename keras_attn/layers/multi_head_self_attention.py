@@ -21,6 +21,7 @@ from keras_attn.utils.validation import (
     check_float,
     check_int,
     check_optional_int,
+    check_positive,
     check_rate,
     check_shape,
     static_size,
@@ -36,9 +37,10 @@ MASKED_LOGIT = -1e9
 class MultiHeadSelfAttention(keras.layers.Layer):
     """Multi-head self-attention with head masks, patterns and logit scaling.
 
-    Computes `softmax(s * Q K^T / sqrt(key_dim)) V` per head, where `s` is 1
-    or, with `logit_scale="log_length"`, the natural log of the number of
-    unmasked positions of each example. Which keys a query may see is set by
+    Computes `softmax(s * c * Q K^T) V` per head, where `c` is `qk_scale`
+    (by default `1 / sqrt(key_dim)`) and `s` is 1 or, with
+    `logit_scale="log_length"`, the natural log of the number of unmasked
+    positions of each example. Which keys a query may see is set by
     `attention_pattern`; Keras masks (padding) remove keys as well. By
     default a query with no visible key outputs zeros (it never attends to
     masked or future positions); `additive_mask` instead reproduces code
@@ -79,6 +81,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             attends over all keys, masked and future ones included, with
             weights `softmax(logits + b)`. Dense patterns only. It disables
             the fused `dot_product_attention` path.
+        qk_scale: `None` (default) or a positive float, the factor of the
+            query-key dot products. `None` gives `1 / sqrt(key_dim)`; a
+            float reproduces code with another scale, such as the
+            pretrained T2T-ViT-7 (`256 ** -0.5`, one over the square root
+            of the model width, with `key_dim=64`). It applies on every
+            path, fused, dense and sparse.
         kernel_initializer: initializer of the four projection kernels.
         bias_initializer: initializer of the bias vectors.
         kernel_regularizer: regularizer of the projection kernels.
@@ -129,6 +137,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         attention_pattern="dense",
         logit_scale="none",
         additive_mask=None,
+        qk_scale=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         kernel_regularizer=None,
@@ -159,6 +168,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         )
         self.attention_pattern = attention_pattern
         self.logit_scale = check_choice("logit_scale", logit_scale, LOGIT_SCALES)
+        self.qk_scale = None if qk_scale is None else check_positive("qk_scale", qk_scale)
         self.additive_mask = (
             None
             if additive_mask is None
@@ -398,7 +408,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             key,
             value,
             mask=fused_mask,
-            scale=1.0 / math.sqrt(self.key_dim),
+            scale=self.query_key_scale,
             is_causal=self.attention_pattern == "causal",
         )  # (batch, length, heads, value_dim)
         rows = self._rows_with_keys(mask, attention_mask)
@@ -423,9 +433,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             return ops.cumsum(ops.cast(mask, "int32"), axis=1) > 0  # (batch, length)
         return ops.any(ops.cast(mask, "bool"), axis=1, keepdims=True)  # (batch, 1)
 
+    @property
+    def query_key_scale(self):
+        """The factor of the query-key dot products: `qk_scale` or `1 / sqrt(key_dim)`."""
+        return self.qk_scale if self.qk_scale is not None else 1.0 / math.sqrt(self.key_dim)
+
     def _scaled(self, query):
-        """`query / sqrt(key_dim)`, the scale of the explicit paths."""
-        return query * ops.cast(1.0 / math.sqrt(self.key_dim), query.dtype)
+        """`query * query_key_scale`, the scale of the explicit paths."""
+        return query * ops.cast(self.query_key_scale, query.dtype)
 
     def _sparse_attention(self, query, key, value, mask, training):
         query = self._scaled(query)
@@ -517,6 +532,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                     keras.saving.serialize_keras_object(pattern) if self.is_sparse else pattern
                 ),
                 "logit_scale": self.logit_scale,
+                "qk_scale": self.qk_scale,
                 "additive_mask": self.additive_mask,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),

@@ -4,10 +4,7 @@ Yuan et al., "Tokens-to-Token ViT: Training Vision Transformers from Scratch
 on ImageNet", ICCV 2021 (https://arxiv.org/abs/2101.11986).
 """
 
-import math
-
 import keras
-from keras import ops
 
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.utils.validation import (
@@ -16,20 +13,6 @@ from keras_attn.utils.validation import (
     check_rate,
     feature_spec,
 )
-
-
-class _ValueSkipAttention(MultiHeadSelfAttention):
-    """Single-head core attention whose logits use `1 / sqrt(input_dim)`.
-
-    The official code scales the logits by the input size of the layer
-    (147 or 576 in T2T-ViT), not by `key_dim`; queries are rescaled here so
-    that the core's `1 / sqrt(key_dim)` yields that scale.
-    """
-
-    def project_queries_and_keys(self, inputs):
-        query, key = super().project_queries_and_keys(inputs)
-        rescale = math.sqrt(self.key_dim / inputs.shape[-1])
-        return query * ops.cast(rescale, query.dtype), key
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -43,7 +26,8 @@ class TokenTransformer(keras.layers.Layer):
     the residual goes through the value `v = LN(x) W_v` instead of `x`.
     The MLP is `token_dim -> token_dim * mlp_ratio -> token_dim` with GELU.
     As in the official code, the attention logits are scaled by
-    `1 / sqrt(dim)` (the input size), not `1 / sqrt(token_dim)`.
+    `1 / sqrt(dim)` (the input size), not `1 / sqrt(token_dim)` (the core's
+    `qk_scale`).
 
     Args:
         token_dim: int, output size (64 in the paper).
@@ -85,12 +69,14 @@ class TokenTransformer(keras.layers.Layer):
         hidden = int(self.token_dim * self.mlp_ratio)
         output_shape = (*input_shape[:-1], self.token_dim)
         self.attention_norm = self._norm("attention_norm")
-        self.attention = _ValueSkipAttention(
+        self.attention = MultiHeadSelfAttention(
             num_heads=1,
             key_dim=self.token_dim,
             output_dim=self.token_dim,
             use_bias=False,
             output_use_bias=True,
+            # The official scale: one over the square root of the input size.
+            qk_scale=float(input_shape[-1]) ** -0.5,
             dtype=self.dtype_policy,
             name="attention",
         )

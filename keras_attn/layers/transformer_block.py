@@ -1,6 +1,7 @@
 """A transformer encoder block on the library's attention core."""
 
 import keras
+from keras import ops
 
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.utils.validation import (
@@ -30,6 +31,12 @@ class TransformerBlock(keras.layers.Layer):
     serializes it in `get_config` and rebuilds it in `from_config`, as
     `keras.layers.Bidirectional` does with its layer.
 
+    With `drop_path_rate=p > 0` (stochastic depth, Huang et al., 2016), each
+    residual branch is dropped in training for a random fraction `p` of the
+    examples (the whole branch of an example, independently for the
+    attention and the MLP) and multiplied by `1 / (1 - p)` for the others;
+    at inference the block is unchanged.
+
     Args:
         num_heads: int, attention heads. Optional with `attention`, whose
             `num_heads` it must then equal.
@@ -46,6 +53,9 @@ class TransformerBlock(keras.layers.Layer):
             its `keras.saving.serialize_keras_object` dict) used instead of
             the default `MultiHeadSelfAttention`; `key_dim`,
             `attention_dropout` and `attention_kwargs` then stay unset.
+        drop_path_rate: float in `[0, 1)`, probability that training drops
+            a residual branch of an example (stochastic depth).
+        seed: int, seed of the drop-path draws.
         **kwargs: base layer arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -57,7 +67,7 @@ class TransformerBlock(keras.layers.Layer):
             branch, 0 skips it). A hook for gated blocks such as AdaViT's.
         mlp_gate: optional `(batch,)` or `(batch, length)` multiplier of the
             MLP branch before its residual addition.
-        training: bool, whether dropout is active.
+        training: bool, whether dropout and drop path are active.
         return_attention_scores: bool, also return the attention weights.
 
     Returns:
@@ -75,6 +85,7 @@ class TransformerBlock(keras.layers.Layer):
 
     References:
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+        - [Huang et al., 2016](https://arxiv.org/abs/1603.09382) (drop path)
     """
 
     def __init__(
@@ -89,12 +100,18 @@ class TransformerBlock(keras.layers.Layer):
         activation="gelu",
         attention_kwargs=None,
         attention=None,
+        drop_path_rate=0.0,
+        seed=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.mlp_dim = check_int("mlp_dim", mlp_dim)
         self.key_dim = check_optional_int("key_dim", key_dim)
         self.dropout = check_rate("dropout", dropout)
+        self.drop_path_rate = check_rate("drop_path_rate", drop_path_rate)
+        self.seed = check_optional_int("seed", seed, minimum=0)
+        if self.drop_path_rate > 0:
+            self.drop_path_seed_generator = keras.random.SeedGenerator(self.seed)
         self.attention_dropout = check_rate("attention_dropout", attention_dropout)
         self.norm_first = check_bool("norm_first", norm_first)
         self.layer_norm_epsilon = check_positive("layer_norm_epsilon", layer_norm_epsilon)
@@ -193,13 +210,25 @@ class TransformerBlock(keras.layers.Layer):
         )
         attended, scores = attended if return_attention_scores else (attended, None)
         attended = self.dropout_layer(attended, training=training)  # (batch, length, dim)
-        x = inputs + _gated(attended, attention_gate)
+        x = inputs + _gated(self._drop_path(attended, training), attention_gate)
         x = x if self.norm_first else self.attention_norm(x)
         y = self.mlp_norm(x) if self.norm_first else x
         y = self.mlp_output(self.dropout_layer(self.mlp_hidden(y), training=training))
-        x = x + _gated(self.dropout_layer(y, training=training), mlp_gate)
+        y = self._drop_path(self.dropout_layer(y, training=training), training)
+        x = x + _gated(y, mlp_gate)
         x = x if self.norm_first else self.mlp_norm(x)
         return (x, scores) if return_attention_scores else x
+
+    def _drop_path(self, branch, training):
+        """`branch` zeroed for a fraction `drop_path_rate` of the examples, else scaled up."""
+        if not training or self.drop_path_rate == 0:
+            return branch
+        keep = 1.0 - self.drop_path_rate
+        draws = keras.random.uniform(
+            (ops.shape(branch)[0], 1, 1), seed=self.drop_path_seed_generator
+        )  # (batch, 1, 1)
+        scale = ops.cast(1.0 / keep, branch.dtype)
+        return ops.where(draws < keep, branch * scale, ops.zeros((), branch.dtype))
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -230,6 +259,8 @@ class TransformerBlock(keras.layers.Layer):
                 "mlp_dim": self.mlp_dim,
                 "key_dim": self.key_dim,
                 "dropout": self.dropout,
+                "drop_path_rate": self.drop_path_rate,
+                "seed": self.seed,
                 "attention_dropout": self.attention_dropout,
                 "norm_first": self.norm_first,
                 "layer_norm_epsilon": self.layer_norm_epsilon,

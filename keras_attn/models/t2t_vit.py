@@ -5,17 +5,24 @@ on ImageNet", ICCV 2021 (https://arxiv.org/abs/2101.11986). A `T2TModule`
 turns the image into tokens, then a class token, a frozen 1D sinusoidal
 position table, pre-norm `TransformerBlock`s (no query/key/value bias, an
 output-projection bias), a final layer norm and a linear head on the class
-token, as in the official code.
+token, as in the official code. With `tokenizer="patches"` a linear patch
+embedding takes the place of the T2T module and everything else stays the
+same: the paper's "without T2T module" ablation.
 """
+
+import math
 
 import keras
 
 from keras_attn.layers import (
     ClassToken,
+    PatchEmbedding,
     SinCosPositionEmbedding1D,
     T2TModule,
     TransformerBlock,
 )
+from keras_attn.models.vision_transformer import drop_path_rates
+from keras_attn.utils.validation import check_choice, check_int, check_positive
 
 T2T_VIT_VARIANTS = {
     "t2t_vit_7": {"embed_dim": 256, "depth": 7, "num_heads": 4, "mlp_ratio": 2.0},
@@ -32,6 +39,7 @@ T2T_VIT_VARIANTS = {
 
 # Layer norms of the official code use PyTorch's default epsilon.
 LAYER_NORM_EPSILON = 1e-5
+TOKENIZERS = ("t2t", "patches")
 
 
 def build_t2t_vit(
@@ -50,6 +58,10 @@ def build_t2t_vit(
     dropout=0.0,
     seed=None,
     name=None,
+    drop_path_rate=0.0,
+    qk_scale=None,
+    tokenizer="t2t",
+    patch_size=None,
 ):
     """Builds a T2T-ViT classifier as a functional Keras model.
 
@@ -58,6 +70,15 @@ def build_t2t_vit(
     overrides it, which also allows custom sizes (`variant=None` then needs
     all four sizes). The soft-split settings default to the paper's (kernel
     7/3/3, stride 4/2/2, padding 2/1/1: 196 tokens at 224 pixels).
+
+    `tokenizer="patches"` replaces the T2T module by a `PatchEmbedding`
+    (non-overlapping `patch_size` patches, one linear projection) and keeps
+    the rest of the model identical: the class token, the frozen 1D
+    sinusoidal positions, the blocks and the head. With the default
+    `patch_size`, the product of the soft-split strides, both tokenizers
+    give the same number of tokens whenever each soft split keeps
+    `size / stride` positions (the paper's settings: 196 tokens, 16x16
+    patches, at 224 pixels).
 
     Args:
         image_shape: `(height, width)` or `(height, width, channels)`.
@@ -74,13 +95,27 @@ def build_t2t_vit(
         strides: three ints, steps of the soft splits.
         paddings: three ints, zero padding of the soft splits.
         dropout: float, dropout in the blocks.
-        seed: int, seed of the Performer random features.
+        seed: int, seed of the Performer random features; block `i` seeds
+            its drop path with `seed + 2 + i`.
         name: model name, the variant by default.
+        drop_path_rate: float in `[0, 1)`, stochastic depth of the last
+            block, rising linearly from 0 in the first (the official code's
+            schedule; its ImageNet training uses 0.1).
+        qk_scale: `None` or a positive float, the attention scale of the
+            blocks (see `MultiHeadSelfAttention`). `None` gives
+            `1 / sqrt(head size)`; the official pretrained T2T-ViT-7 uses
+            `256 ** -0.5`.
+        tokenizer: `"t2t"` (the T2T module) or `"patches"` (a linear patch
+            embedding; the soft-split and token-layer arguments are then
+            unused).
+        patch_size: int, side of the patches of `tokenizer="patches"`.
+            Defaults to the product of `strides`.
 
     Returns:
         A `keras.Model` from images to class probabilities, with the layers
-        `tokens_to_token`, `class_token`, `position_embedding`, `block_0`,
-        `block_1`, ..., `final_norm` and `head`.
+        `tokens_to_token` (or `patch_embedding`), `class_token`,
+        `position_embedding`, `block_0`, `block_1`, ..., `final_norm` and
+        `head`.
 
     Example:
 
@@ -89,6 +124,10 @@ def build_t2t_vit(
     ...     strides=(2, 2, 1), paddings=(1, 1, 1))
     >>> model(np.zeros((2, 28, 28))).shape
     (2, 10)
+    >>> patches = build_t2t_vit((28, 28), 10, variant=None, embed_dim=32, depth=2,
+    ...     num_heads=2, mlp_ratio=2.0, tokenizer="patches", patch_size=4)
+    >>> patches.get_layer("position_embedding").output.shape
+    (None, 50, 32)
     """
     sizes = _resolve_sizes(variant, embed_dim, depth, num_heads, mlp_ratio, token_layer)
     if not isinstance(num_classes, int) or num_classes < 1:
@@ -96,7 +135,46 @@ def build_t2t_vit(
             f"`num_classes` must be a positive integer. Received: num_classes={num_classes!r}"
         )
     images = keras.Input(shape=tuple(image_shape), name="images")
-    x = T2TModule(
+    tokens = _tokenizer(
+        tokenizer, patch_size, sizes, token_dim, kernel_sizes, strides, paddings, seed
+    )
+    x = tokens(images)  # (batch, tokens, embed_dim)
+    x = ClassToken(keras.initializers.TruncatedNormal(stddev=0.02), name="class_token")(x)
+    x = SinCosPositionEmbedding1D(name="position_embedding")(x)  # (batch, 1 + tokens, embed_dim)
+    attention_kwargs = {"use_bias": False, "output_use_bias": True}
+    if qk_scale is not None:
+        attention_kwargs["qk_scale"] = check_positive("qk_scale", qk_scale)
+    for index, rate in enumerate(drop_path_rates(drop_path_rate, sizes["depth"])):
+        x = TransformerBlock(
+            sizes["num_heads"],
+            int(sizes["embed_dim"] * sizes["mlp_ratio"]),
+            dropout=dropout,
+            layer_norm_epsilon=LAYER_NORM_EPSILON,
+            attention_kwargs=attention_kwargs,
+            drop_path_rate=rate,
+            seed=None if seed is None else seed + 2 + index,
+            name=f"block_{index}",
+        )(x)
+    x = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="final_norm")(x)
+    logits = keras.layers.Dense(num_classes, name="head")(x[:, 0])  # (batch, classes)
+    outputs = keras.layers.Activation("softmax", dtype="float32", name="probabilities")(logits)
+    return keras.Model(images, outputs, name=name or variant or "t2t_vit")
+
+
+def _tokenizer(tokenizer, patch_size, sizes, token_dim, kernel_sizes, strides, paddings, seed):
+    """The `tokens_to_token` module or, for `"patches"`, the `patch_embedding` layer."""
+    check_choice("tokenizer", tokenizer, TOKENIZERS)
+    if tokenizer == "patches":
+        patch_size = math.prod(strides) if patch_size is None else patch_size
+        return PatchEmbedding(
+            check_int("patch_size", patch_size), sizes["embed_dim"], name="patch_embedding"
+        )
+    if patch_size is not None:
+        raise ValueError(
+            "`patch_size` applies to `tokenizer='patches'` only. "
+            f"Received: patch_size={patch_size!r} with tokenizer='t2t'"
+        )
+    return T2TModule(
         sizes["embed_dim"],
         token_layer=sizes["token_layer"],
         token_dim=token_dim,
@@ -105,22 +183,7 @@ def build_t2t_vit(
         paddings=paddings,
         seed=seed,
         name="tokens_to_token",
-    )(images)  # (batch, tokens, embed_dim)
-    x = ClassToken(keras.initializers.TruncatedNormal(stddev=0.02), name="class_token")(x)
-    x = SinCosPositionEmbedding1D(name="position_embedding")(x)  # (batch, 1 + tokens, embed_dim)
-    for index in range(sizes["depth"]):
-        x = TransformerBlock(
-            sizes["num_heads"],
-            int(sizes["embed_dim"] * sizes["mlp_ratio"]),
-            dropout=dropout,
-            layer_norm_epsilon=LAYER_NORM_EPSILON,
-            attention_kwargs={"use_bias": False, "output_use_bias": True},
-            name=f"block_{index}",
-        )(x)
-    x = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="final_norm")(x)
-    logits = keras.layers.Dense(num_classes, name="head")(x[:, 0])  # (batch, classes)
-    outputs = keras.layers.Activation("softmax", dtype="float32", name="probabilities")(logits)
-    return keras.Model(images, outputs, name=name or variant or "t2t_vit")
+    )
 
 
 def _resolve_sizes(variant, embed_dim, depth, num_heads, mlp_ratio, token_layer):

@@ -14,8 +14,34 @@ from keras_attn.layers import (
     SinCosPositionEmbedding2D,
     TransformerBlock,
 )
+from keras_attn.utils.validation import check_rate
 
 POSITION_EMBEDDINGS = ("learned", "sincos")
+
+
+def drop_path_rates(drop_path_rate, depth):
+    """Per-block drop-path rates rising linearly from 0 to `drop_path_rate`.
+
+    The stochastic-depth schedule of the official ViT-family code (and timm):
+    block `i` of `depth` gets `drop_path_rate * i / (depth - 1)`, so the
+    first block is never dropped and the last at the full rate.
+
+    Args:
+        drop_path_rate: float in `[0, 1)`, the rate of the last block.
+        depth: int, number of blocks.
+
+    Returns:
+        A list of `depth` floats.
+
+    Example:
+
+    >>> drop_path_rates(0.1, 3)
+    [0.0, 0.05, 0.1]
+    """
+    drop_path_rate = check_rate("drop_path_rate", drop_path_rate)
+    if depth == 1:
+        return [0.0]
+    return [drop_path_rate * index / (depth - 1) for index in range(depth)]
 
 
 def build_vision_transformer(
@@ -28,6 +54,7 @@ def build_vision_transformer(
     mlp_ratio=2.0,
     dropout=0.0,
     position_embedding="learned",
+    drop_path_rate=0.0,
     name="vision_transformer",
 ):
     """Builds a ViT classifier as a functional Keras model.
@@ -42,6 +69,9 @@ def build_vision_transformer(
         mlp_ratio: float, MLP hidden size as a multiple of `dim`.
         dropout: float, dropout in the blocks.
         position_embedding: `"learned"` or `"sincos"` (fixed 2D).
+        drop_path_rate: float in `[0, 1)`, stochastic depth of the last
+            block; the rates rise linearly from 0 in the first block (see
+            `drop_path_rates`).
         name: model name.
 
     Returns:
@@ -72,9 +102,13 @@ def build_vision_transformer(
         x = PositionEmbedding(1 + grid[0] * grid[1], name="position_embedding")(x)
     else:
         x = SinCosPositionEmbedding2D(grid, num_prefix_tokens=1, name="position_embedding")(x)
-    for index in range(depth):
+    for index, rate in enumerate(drop_path_rates(drop_path_rate, depth)):
         x = TransformerBlock(
-            num_heads, int(dim * mlp_ratio), dropout=dropout, name=f"block_{index}"
+            num_heads,
+            int(dim * mlp_ratio),
+            dropout=dropout,
+            drop_path_rate=rate,
+            name=f"block_{index}",
         )(x)
     x = keras.layers.LayerNormalization(epsilon=1e-6, name="final_norm")(x)
     logits = keras.layers.Dense(num_classes, name="head")(x[:, 0])  # (batch, classes)

@@ -11,7 +11,7 @@ def softmax(logits, axis=-1):
 
 
 def self_attention_reference(
-    x, layer, allowed=None, head_mask=None, logit_scale=None, additive_mask=None
+    x, layer, allowed=None, head_mask=None, logit_scale=None, additive_mask=None, qk_scale=None
 ):
     """Multi-head self-attention in numpy with the weights of `layer`.
 
@@ -24,6 +24,8 @@ def self_attention_reference(
         logit_scale: array broadcastable to the logits that multiplies them.
         additive_mask: `None`, or a float added (in float32) to the logits of
             keys that are not allowed, which then all stay in the softmax.
+        qk_scale: factor of the query-key dot products; `None` gives
+            `1 / sqrt(key_dim)`.
 
     Returns:
         `(output, weights)`: `(batch, length, out_dim)` and
@@ -41,7 +43,9 @@ def self_attention_reference(
     q = np.einsum("blc,chd->blhd", x, wq) + biases[0]  # (batch, length, heads, key_dim)
     k = np.einsum("blc,chd->blhd", x, wk) + biases[1]  # (batch, length, heads, key_dim)
     v = np.einsum("blc,chd->blhd", x, wv) + biases[2]  # (batch, length, heads, value_dim)
-    logits = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(wq.shape[-1])  # (batch, heads, q, k)
+    if qk_scale is None:
+        qk_scale = 1.0 / np.sqrt(wq.shape[-1])
+    logits = np.einsum("bqhd,bkhd->bhqk", q, k) * qk_scale  # (batch, heads, q, k)
     if logit_scale is not None:
         logits = logits * logit_scale
     if allowed is None:

@@ -21,6 +21,9 @@ BAD_ARGUMENTS = [
     {"additive_mask": 0.0},
     {"additive_mask": "large"},
     {"additive_mask": -10000.0, "attention_pattern": CausalWindowPattern(window=3)},
+    {"qk_scale": 0.0},
+    {"qk_scale": -0.5},
+    {"qk_scale": "0.5"},
 ]
 
 DENSE_CHECKS = LayerChecks(
@@ -39,6 +42,8 @@ SPARSE_CHECKS = LayerChecks(
         "output_dim": 5,
         "attention_pattern": CausalWindowPattern(window=3),
         "logit_scale": "log_length",
+        # Not the default 1 / sqrt(4): configs and saved files must keep it.
+        "qk_scale": 0.3,
     },
     input_shape=(2, 6, 8),
     expected_output_shape=(2, 6, 5),
@@ -349,3 +354,65 @@ def test_fused_path_under_mixed_precision_matches_the_float32_softmax_path():
     explicit = to_numpy(layer(x, return_attention_scores=True)[0])
     assert fused.dtype == np.float16
     assert_allclose(fused.astype("float32"), explicit.astype("float32"), atol=2e-2, rtol=1e-2)
+
+
+# Not the default 1 / sqrt(4) = 0.5 of `key_dim=4`.
+QK_SCALE = 1.3
+
+
+@pytest.mark.parametrize("pattern", ["dense", "causal"])
+def test_qk_scale_matches_numpy_reference(pattern):
+    """With scores (the explicit path) the logits are `qk_scale * q . k`."""
+    x = _inputs()
+    layer = _built(attention_pattern=pattern, qk_scale=QK_SCALE)
+    output, weights = layer(x, return_attention_scores=True)
+    allowed = np.tri(7, dtype=bool) if pattern == "causal" else None
+    expected, expected_weights = self_attention_reference(x, layer, allowed, qk_scale=QK_SCALE)
+    assert_allclose(output, expected, atol=1e-5)
+    assert_allclose(weights, expected_weights, atol=1e-6)
+    # The default scale gives other weights: the argument is not ignored.
+    default_weights = self_attention_reference(x, layer, allowed)[1]
+    assert np.abs(to_numpy(weights) - default_weights).max() > 1e-2
+    assert layer.query_key_scale == QK_SCALE
+    assert MultiHeadSelfAttention.from_config(layer.get_config()).qk_scale == QK_SCALE
+
+
+@pytest.mark.parametrize("pattern", ["dense", "causal"])
+def test_qk_scale_fused_path_equals_the_explicit_path(pattern, monkeypatch):
+    calls = _counting_fused_calls(monkeypatch)
+    x = _inputs()
+    mask = np.ones((2, 7), bool)
+    mask[1, 4:] = False
+    layer = _built(attention_pattern=pattern, qk_scale=QK_SCALE)
+    calls.clear()
+    fused = to_numpy(layer(x, mask=mask))
+    assert calls == [pattern == "causal"]
+    explicit = to_numpy(layer(x, mask=mask, return_attention_scores=True)[0])
+    assert len(calls) == 1
+    assert_allclose(fused, explicit, atol=1e-5)
+    allowed = mask[:, None, None, :]
+    if pattern == "causal":
+        allowed = allowed & np.tri(7, dtype=bool)
+    assert_allclose(
+        fused, self_attention_reference(x, layer, allowed, qk_scale=QK_SCALE)[0], atol=1e-5
+    )
+
+
+@pytest.mark.parametrize("path", ["shifted", "gathered"])
+def test_qk_scale_applies_to_sparse_patterns(path):
+    x = _inputs(shape=(2, 9, 8))
+    pattern = CausalWindowPattern(window=3)
+    if path == "gathered":
+        pattern.static_offsets = lambda length: None  # as for a length known only at run time
+    layer = _built(attention_pattern=pattern, qk_scale=QK_SCALE)
+    allowed = to_numpy(pattern.dense_mask(9))
+    expected = self_attention_reference(x, layer, allowed, qk_scale=QK_SCALE)[0]
+    assert_allclose(layer(x), expected, atol=1e-5)
+
+
+def test_qk_scale_must_be_a_positive_number():
+    with pytest.raises(ValueError, match="Received: qk_scale=0.0"):
+        MultiHeadSelfAttention(2, 4, qk_scale=0.0)
+    with pytest.raises(ValueError, match="Received: qk_scale=True"):
+        MultiHeadSelfAttention(2, 4, qk_scale=True)
+    assert MultiHeadSelfAttention(2, 4, qk_scale=np.float32(0.25)).get_config()["qk_scale"] == 0.25

@@ -41,7 +41,7 @@ CHECKS = {
     ),
     "block": LayerChecks(
         TransformerBlock,
-        {"num_heads": 2, "mlp_dim": 16, "dropout": 0.1},
+        {"num_heads": 2, "mlp_dim": 16, "dropout": 0.1, "drop_path_rate": 0.1, "seed": 3},
         input_shape=(2, 5, 8),
         extra_inputs={"head_mask": (2,)},
         # Attention, two norms, MLP 8 -> 16 -> 8.
@@ -53,6 +53,8 @@ CHECKS = {
             {"key_dim": -1},
             {"attention_dropout": 2.0},
             {"layer_norm_epsilon": -1e-6},
+            {"drop_path_rate": 1.0},
+            {"seed": -1},
         ],
     ),
     "post_norm_block": LayerChecks(
@@ -242,3 +244,82 @@ def test_block_needs_num_heads_or_attention():
         TransformerBlock(mlp_dim=8)
     with pytest.raises(ValueError, match="Received: attention="):
         TransformerBlock(mlp_dim=8, attention=keras.layers.Dense(8))
+
+
+def _drop_path_block(rate=0.5, seed=0):
+    block = TransformerBlock(2, 16, drop_path_rate=rate, seed=seed)
+    block.build((None, 3, 8))
+    return block
+
+
+def test_drop_path_is_the_identity_at_inference():
+    x = np.random.default_rng(5).normal(size=(4, 3, 8)).astype("float32")
+    block = _drop_path_block()
+    plain = TransformerBlock(2, 16)
+    plain.build((None, 3, 8))
+    plain.set_weights(block.get_weights())
+    assert_allclose(block(x), plain(x), atol=1e-6)
+    assert_allclose(block(x, training=False), plain(x), atol=1e-6)
+
+
+def test_drop_path_drops_whole_branches_of_half_the_examples_and_doubles_the_rest():
+    """Rate 0.5: each example's output is the block with each branch gated by 0 or 2.
+
+    The four gate pairs are computed at inference with the branch gates, and
+    every training output must equal exactly one of them: a drop per token
+    instead of per example, survivors not rescaled (gate 1) or rescaled by
+    another factor would match none.
+    """
+    examples = 2000
+    x = np.random.default_rng(6).normal(size=(examples, 3, 8)).astype("float32")
+    block = _drop_path_block()
+    output = to_numpy(block(x, training=True))
+    gates = [(a, m) for a in (0.0, 2.0) for m in (0.0, 2.0)]
+    matches = np.stack(
+        [
+            np.abs(
+                output
+                - to_numpy(
+                    block(
+                        x,
+                        attention_gate=np.full(examples, a, "float32"),
+                        mlp_gate=np.full(examples, m, "float32"),
+                    )
+                )
+            ).max(axis=(1, 2))
+            < 1e-5
+            for a, m in gates
+        ],
+        axis=1,
+    )  # (examples, 4)
+    assert np.all(matches.sum(axis=1) == 1)
+    kept = np.array(gates)[matches.argmax(axis=1)] > 0  # (examples, 2): attention, MLP kept
+    # Binomial(2000, 0.5): standard deviation 0.011.
+    assert np.all(np.abs(kept.mean(axis=0) - 0.5) < 0.05)
+    assert abs((kept[:, 0] & kept[:, 1]).mean() - 0.25) < 0.05  # independent branches
+    # Another call draws other examples.
+    assert not np.allclose(to_numpy(block(x, training=True)), output)
+
+
+def test_drop_path_survives_the_config():
+    block = TransformerBlock(2, 16, drop_path_rate=0.2, seed=7)
+    config = block.get_config()
+    assert (config["drop_path_rate"], config["seed"]) == (0.2, 7)
+    clone = TransformerBlock.from_config(config)
+    assert (clone.drop_path_rate, clone.seed) == (0.2, 7)
+    assert clone.get_config() == config
+
+
+def test_drop_path_trains_under_xla():
+    """`jit_compile=True` (eager on torch): the draws change from step to step."""
+    jit_compile = keras.backend.backend() != "torch"
+    inputs = keras.Input((3, 8))
+    block = TransformerBlock(2, 16, drop_path_rate=0.5, seed=1)
+    model = keras.Model(inputs, block(inputs))
+    model.compile(optimizer="sgd", loss="mse", jit_compile=jit_compile)
+    x = np.random.default_rng(7).normal(size=(32, 3, 8)).astype("float32")
+    state = to_numpy(block.drop_path_seed_generator.state)
+    history = model.fit(x, np.zeros_like(x), epochs=2, batch_size=8, verbose=0)
+    assert model.jit_compile is jit_compile
+    assert np.isfinite(history.history["loss"]).all()
+    assert not np.array_equal(to_numpy(block.drop_path_seed_generator.state), state)

@@ -148,3 +148,85 @@ def test_mac_counter_rejects_unknown_layers_with_weights():
     model = keras.Model(inputs, keras.layers.Conv2D(2, 3)(inputs))
     with pytest.raises(ValueError, match="Received: layer="):
         count_macs(model)
+
+
+SMALL = {
+    "variant": None,
+    "embed_dim": 16,
+    "depth": 3,
+    "num_heads": 2,
+    "mlp_ratio": 2.0,
+    "token_dim": 4,
+    "kernel_sizes": (3, 3, 3),
+    "strides": (2, 2, 1),
+    "paddings": (1, 1, 1),
+}
+
+
+def _blocks(model):
+    return [layer for layer in model.layers if layer.name.startswith("block_")]
+
+
+def test_qk_scale_reaches_every_block():
+    """The official pretrained T2T-ViT-7 scales by 256 ** -0.5, not by its head size 64 ** -0.5."""
+    scale = 256**-0.5
+    model = build_t2t_vit((12, 12), 3, qk_scale=scale, seed=0, **SMALL)
+    assert all(block.attention.query_key_scale == scale for block in _blocks(model))
+    default = build_t2t_vit((12, 12), 3, seed=0, **SMALL)
+    assert all(
+        block.attention.query_key_scale == pytest.approx(8**-0.5) for block in _blocks(default)
+    )
+    clone = keras.Model.from_config(model.get_config())
+    assert all(block.attention.qk_scale == scale for block in _blocks(clone))
+    with pytest.raises(ValueError, match="Received: qk_scale=-1.0"):
+        build_t2t_vit((12, 12), 3, qk_scale=-1.0, **SMALL)
+
+
+def test_drop_path_rates_rise_linearly_over_the_blocks():
+    t2t = build_t2t_vit((12, 12), 3, drop_path_rate=0.1, **{**SMALL, "depth": 5})
+    vit = build_vision_transformer((12, 12), 3, patch_size=4, dim=8, depth=5, drop_path_rate=0.1)
+    expected = [0.0, 0.025, 0.05, 0.075, 0.1]
+    for model in (t2t, vit):
+        np.testing.assert_allclose([b.drop_path_rate for b in _blocks(model)], expected)
+    single = build_vision_transformer((12, 12), 3, depth=1, drop_path_rate=0.1)
+    assert [b.drop_path_rate for b in _blocks(single)] == [0.0]
+    with pytest.raises(ValueError, match="Received: drop_path_rate=1.0"):
+        build_t2t_vit((12, 12), 3, drop_path_rate=1.0, **SMALL)
+    with pytest.raises(ValueError, match="Received: drop_path_rate=-0.1"):
+        build_vision_transformer((12, 12), 3, drop_path_rate=-0.1)
+
+
+def test_patch_tokenizer_changes_only_the_tokenizer():
+    """`tokenizer="patches"`: same backbone, layer by layer, on the same 49 tokens.
+
+    With the backbone weights of the T2T model copied over, both backbones
+    map the same tokens to the same probabilities, so nothing but the
+    tokenizer differs (no query/key/value bias, same 1D positions, ...).
+    """
+    t2t = build_t2t_vit((28, 28), 10, seed=0, **SMALL)
+    patches = build_t2t_vit((28, 28), 10, tokenizer="patches", **SMALL)
+    assert patches.get_layer("patch_embedding").patch_size == 4  # 2 * 2 * 1
+    assert t2t.layers[1].name == "tokens_to_token" and patches.layers[1].name == "patch_embedding"
+    after_t2t, after_patches = t2t.layers[2:], patches.layers[2:]
+    assert [layer.name for layer in after_t2t] == [layer.name for layer in after_patches]
+    for ours, theirs in zip(after_t2t, after_patches, strict=True):
+        assert type(ours) is type(theirs)
+        assert [w.shape for w in ours.weights] == [w.shape for w in theirs.weights]
+        theirs.set_weights(ours.get_weights())
+    for model in (t2t, patches):
+        assert model.get_layer("position_embedding").output.shape == (None, 50, 16)
+    tokens = np.random.default_rng(0).normal(size=(2, 49, 16)).astype("float32")
+
+    def backbone(model):
+        return keras.Model(model.layers[1].output, model.output)
+
+    np.testing.assert_allclose(backbone(t2t)(tokens), backbone(patches)(tokens), atol=1e-6)
+
+
+def test_bad_tokenizer_arguments():
+    with pytest.raises(ValueError, match="Received: tokenizer='conv'"):
+        build_t2t_vit((28, 28), 10, tokenizer="conv", **SMALL)
+    with pytest.raises(ValueError, match="Received: patch_size=4 with tokenizer='t2t'"):
+        build_t2t_vit((28, 28), 10, patch_size=4, **SMALL)
+    with pytest.raises(ValueError, match="Received: patch_size=0"):
+        build_t2t_vit((28, 28), 10, tokenizer="patches", patch_size=0, **SMALL)
