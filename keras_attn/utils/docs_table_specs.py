@@ -400,7 +400,7 @@ def topics_minilm(stem):
 
 
 def minilm_diagonals(results):
-    data = results("mimetic-minilm-fast")
+    data = results("mimetic-minilm-full")
     query_key, value_output = data["query_key_per_head"], data["value_output_per_layer"]
     rows = []
     for layer in range(data["num_layers"]):
@@ -547,7 +547,6 @@ TABLES = {
     "parity-first-fast": parity("parity-fast"),
     "parity-first-reduced": parity("parity-reduced-full"),
     "parity-reduced-parity-runs": parity_runs("parity-reduced-full", "parity"),
-    "mimetic-fast": mimetic("mimetic-fast"),
     "mimetic-full": mimetic("mimetic-full"),
     "mimetic-minilm": minilm_diagonals,
     "t2t-fast": t2t("t2t-fast"),
