@@ -14,6 +14,7 @@ import importlib
 import typing
 
 if typing.TYPE_CHECKING:  # the same names, for type checkers and the API docs
+    from keras_attn.datasets.augmented_images import AugmentedImages
     from keras_attn.datasets.bit_strings import (
         all_bit_strings,
         encode_bit_strings,
@@ -32,6 +33,7 @@ if typing.TYPE_CHECKING:  # the same names, for type checkers and the API docs
 # public name -> module that defines it; imported on first use, so that the
 # setup-time fetcher and the command line do not import Keras.
 _EXPORTS = {
+    "AugmentedImages": "augmented_images",
     "all_bit_strings": "bit_strings",
     "encode_bit_strings": "bit_strings",
     "make_bit_strings": "bit_strings",
@@ -48,6 +50,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "AugmentedImages",
     "DatasetNotFoundError",
     "KJV_SECTIONS",
     "all_bit_strings",

@@ -88,8 +88,8 @@ REPRODUCTIONS = {
     "mimetic": Reproduction(
         "mimetic",
         "Small ViT on Fashion-MNIST: default vs mimetic attention init; MiniLM weight analysis.",
-        "392 s (measured at load 5.0)",
-        "about 10 minutes (estimate)",
+        "about 5 minutes (estimate)",
+        "about 35 minutes (estimate)",
         "mimetic-init.md",
     ),
     "parity": Reproduction(

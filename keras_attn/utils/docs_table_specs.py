@@ -16,6 +16,7 @@ LOGSPARSE_MODELS = {
     "logsparse_k1": "LogSparse (local), `k = 1`",
     "logsparse_conv": "LogSparse (local) + conv, `k = 9`",
 }
+INITS = ("default", "mimetic")
 PARITY_SCALES = {"none": "plain", "log_length": "log-length scaled"}
 T2T_MODELS = {
     "t2t_vit": "T2T-ViT (width 64, 4 blocks)",
@@ -158,16 +159,32 @@ def parity_runs(stem, task):
     return table
 
 
-def mimetic(stem, labels):
+def mimetic(stem):
+    """One row per experiment: final test accuracy per init and the paired difference."""
+
     def table(results):
         data = results(stem)
-        seeds = len(data["runs"]["default"])
-        header = ["initialization", *(f"seed {s}" for s in range(seeds)), "mean ± std"]
+        header = [
+            "training images",
+            "positions",
+            "default init",
+            "mimetic init",
+            "mimetic − default (paired)",
+            "per seed",
+        ]
         rows = []
-        for init, label in labels.items():
-            finals = [f"{run['test_accuracy'][-1]:.4f}" for run in data["runs"][init]]
-            summary = data["summary"][init]
-            rows.append([label, *finals, f"**{summary['mean']:.4f} ± {summary['std']:.4f}**"])
+        for experiment in data["experiments"]:
+            summary = experiment["summary"]
+            difference = summary["difference"]
+            rows.append(
+                [
+                    f"{experiment['train_size']:,}",
+                    experiment["position_embedding"],
+                    *(f"{summary[i]['mean']:.4f} ± {summary[i]['std']:.4f}" for i in INITS),
+                    f"**{difference['mean']:+.4f} ± {difference['std']:.4f}**",
+                    ", ".join(f"{value:+.3f}" for value in difference["per_seed"]),
+                ]
+            )
         return markdown_table(header, rows)
 
     return table
@@ -383,7 +400,7 @@ def topics_minilm(stem):
 
 
 def minilm_diagonals(results):
-    data = results("mimetic-minilm-fast")
+    data = results("mimetic-minilm-full")
     query_key, value_output = data["query_key_per_head"], data["value_output_per_layer"]
     rows = []
     for layer in range(data["num_layers"]):
@@ -530,16 +547,7 @@ TABLES = {
     "parity-first-fast": parity("parity-fast"),
     "parity-first-reduced": parity("parity-reduced-full"),
     "parity-reduced-parity-runs": parity_runs("parity-reduced-full", "parity"),
-    "mimetic-fast": mimetic(
-        "mimetic-fast",
-        {
-            "default": "default (Glorot uniform kernels)",
-            "mimetic": "mimetic (α1 = β1 = 0.7, α2 = β2 = 0.4)",
-        },
-    ),
-    "mimetic-sincos-fast": mimetic(
-        "mimetic-sincos-fast", {"default": "default", "mimetic": "mimetic"}
-    ),
+    "mimetic-full": mimetic("mimetic-full"),
     "mimetic-minilm": minilm_diagonals,
     "t2t-fast": t2t("t2t-fast"),
     "topics-fast-end-state": topics_end_state("topics-fast"),

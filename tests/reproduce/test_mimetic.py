@@ -14,16 +14,27 @@ def test_small_run_writes_consistent_results(tmp_path):
     assert main(["reproduce", "mimetic", "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "mimetic.json").read_text())
     setting = results["setting"]
-    assert setting["name"] == "small" and setting["seeds"] >= 3
+    assert setting["name"] == "small" and setting["seeds"] >= 2
+    (experiment,) = results["experiments"]
+    (regime,) = setting["regimes"]
+    assert experiment["train_size"] == regime["train_size"]
+    interval = regime["steps"] // setting["evaluations"]
+    assert experiment["curve_steps"] == [interval * (i + 1) for i in range(setting["evaluations"])]
+    finals = {}
     for init in mimetic.INITS:
-        runs = results["runs"][init]
+        runs = experiment["runs"][init]
         assert [run["seed"] for run in runs] == list(range(setting["seeds"]))
-        assert all(len(run["test_accuracy"]) == setting["epochs"] for run in runs)
-        final = [run["test_accuracy"][-1] for run in runs]
-        np.testing.assert_allclose(results["summary"][init]["mean"], np.mean(final))
-        np.testing.assert_allclose(results["summary"][init]["std"], np.std(final, ddof=1))
-    difference = results["summary"]["mimetic"]["mean"] - results["summary"]["default"]["mean"]
-    np.testing.assert_allclose(results["summary"]["difference"], difference)
+        assert all(len(run["test_accuracy"]) == setting["evaluations"] for run in runs)
+        finals[init] = np.array([run["final_test_accuracy"] for run in runs])
+        summary = experiment["summary"][init]
+        np.testing.assert_allclose(summary["mean"], finals[init].mean())
+        np.testing.assert_allclose(summary["std"], finals[init].std(ddof=1))
+    paired = finals["mimetic"] - finals["default"]
+    difference = experiment["summary"]["difference"]
+    np.testing.assert_allclose(difference["per_seed"], paired)
+    np.testing.assert_allclose(
+        [difference["mean"], difference["std"]], [paired.mean(), paired.std(ddof=1)]
+    )
     minilm = json.loads((tmp_path / "mimetic_minilm.json").read_text())
     assert np.shape(minilm["query_key_per_head"]["diagonal_score"]) == (6, 12)
     assert np.shape(minilm["value_output_per_layer"]["diagonal_score"]) == (6,)
@@ -57,31 +68,56 @@ def test_minilm_statistics_match_the_checkpoint_tensors():
 
 def test_the_two_inits_differ_only_in_attention_kernels_and_biases():
     chosen = dict(mimetic.SETTINGS["small"])
-    model = mimetic.compile_model(chosen, steps_per_epoch=2)
-    mimetic.reset(model, chosen, 1, "default")
+    model = mimetic.compile_model(chosen, "learned", steps=4)
+    mimetic.reset(model, chosen, "learned", 1, "default")
     default = {w.path: np.array(w) for w in model.weights}
-    mimetic.reset(model, chosen, 1, "mimetic")
+    mimetic.reset(model, chosen, "learned", 1, "mimetic")
     changed = {w.path for w in model.weights if not np.array_equal(default[w.path], w)}
     assert changed == {
         f"block_{i}/attention/{name}/kernel"
         for i in range(chosen["depth"])
         for name in ("query", "key", "value", "attention_output")
     }
-    mimetic.reset(model, chosen, 1, "default")
+    mimetic.reset(model, chosen, "learned", 1, "default")
     assert all(np.array_equal(default[w.path], w) for w in model.weights)
 
 
 def test_setting_overrides():
-    args = SimpleNamespace(full=True, seeds=5, epochs=None, train_size=None)
+    args = SimpleNamespace(
+        full=True, seeds=5, steps=None, train_sizes=[300], position_embeddings=None
+    )
     chosen = mimetic.setting(args)
     expected = "small" if os.environ.get("KERAS_ATTN_SMALL") else "full"
     assert chosen["name"] == expected and chosen["seeds"] == 5
-    assert chosen["epochs"] == mimetic.SETTINGS[expected]["epochs"]
+    steps = mimetic.SETTINGS[expected]["regimes"][0]["steps"]
+    assert chosen["regimes"] == ({"train_size": 300, "steps": steps},)
+    assert chosen["position_embeddings"] == mimetic.SETTINGS[expected]["position_embeddings"]
+
+
+def test_steps_must_divide_into_the_evaluations():
+    args = SimpleNamespace(
+        full=False, seeds=None, steps=7, train_sizes=None, position_embeddings=None
+    )
+    with pytest.raises(ValueError, match="Received: steps=7"):
+        mimetic.setting(args)
+
+
+def test_the_paired_difference_is_taken_per_seed():
+    runs = {
+        "default": [{"final_test_accuracy": 0.6}, {"final_test_accuracy": 0.8}],
+        "mimetic": [{"final_test_accuracy": 0.7}, {"final_test_accuracy": 0.8}],
+    }
+    summary = mimetic.summarize(runs)
+    np.testing.assert_allclose(summary["difference"]["per_seed"], [0.1, 0.0])
+    np.testing.assert_allclose(summary["difference"]["std"], np.std([0.1, 0.0], ddof=1))
+    np.testing.assert_allclose(summary["default"]["std"], np.std([0.6, 0.8], ddof=1))
 
 
 @pytest.mark.slow
 def test_fast_setting_trains_both_inits(tmp_path, monkeypatch):
     monkeypatch.setenv("KERAS_ATTN_SMALL", "0")
     main(["reproduce", "mimetic", "--out", str(tmp_path)])
-    summary = json.loads((tmp_path / "mimetic.json").read_text())["summary"]
-    assert summary["default"]["mean"] > 0.6 and summary["mimetic"]["mean"] > 0.6
+    experiments = json.loads((tmp_path / "mimetic.json").read_text())["experiments"]
+    for experiment in experiments:
+        summary = experiment["summary"]
+        assert summary["default"]["mean"] > 0.5 and summary["mimetic"]["mean"] > 0.5
