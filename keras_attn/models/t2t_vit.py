@@ -22,7 +22,7 @@ from keras_attn.layers import (
     TransformerBlock,
 )
 from keras_attn.models.vision_transformer import drop_path_rates
-from keras_attn.utils.validation import check_choice, check_int, check_positive
+from keras_attn.utils.validation import check_choice, check_int
 
 T2T_VIT_VARIANTS = {
     "t2t_vit_7": {"embed_dim": 256, "depth": 7, "num_heads": 4, "mlp_ratio": 2.0},
@@ -143,7 +143,7 @@ def build_t2t_vit(
     x = SinCosPositionEmbedding1D(name="position_embedding")(x)  # (batch, 1 + tokens, embed_dim)
     attention_kwargs = {"use_bias": False, "output_use_bias": True}
     if qk_scale is not None:
-        attention_kwargs["qk_scale"] = check_positive("qk_scale", qk_scale)
+        attention_kwargs["qk_scale"] = qk_scale  # validated by the attention core
     for index, rate in enumerate(drop_path_rates(drop_path_rate, sizes["depth"])):
         x = TransformerBlock(
             sizes["num_heads"],

@@ -6,6 +6,8 @@ size; without it the fast entry is used). It calls `choose_setting` first and
 ends with `finish`, whose return value is what its `run(args)` returns.
 """
 
+import numpy as np
+
 from keras_attn.utils.results import finish_run, is_small_run
 
 SETTING_NAMES = ("small", "fast", "full")
@@ -72,3 +74,10 @@ def finish(args, name, results, figure=None, *, started_at, setting):
         raise ValueError(f"`setting` must be one of {SETTING_NAMES}. Received: setting={setting!r}")
     paths = finish_run(args.out, name, results, figure, started_at=started_at, setting=setting)
     return {"setting": setting, "results": results, "paths": paths}
+
+
+def mean_and_std(values):
+    """`{"mean", "std"}` of `values` over seeds, the sample std (`ddof=1`; 0 for one value)."""
+    values = np.asarray(values, dtype="float64")
+    std = values.std(ddof=1) if len(values) > 1 else 0.0
+    return {"mean": float(values.mean()), "std": float(std)}

@@ -23,6 +23,7 @@ from keras_attn.recommendation import (
     leave_one_out_split,
     user_sequences,
 )
+from keras_attn.reproduce._run import mean_and_std
 from keras_attn.utils import finish_run, is_small_run
 
 NAME = "bsarec"
@@ -115,14 +116,7 @@ def train_and_test(model, split, epochs, patience, learning_rate, batch_size, ji
 
 def summarize(runs):
     """Mean and sample standard deviation of each test metric over seeds."""
-    table = {}
-    for metric in METRICS:
-        values = np.array([run["test"][metric] for run in runs])
-        table[metric] = {
-            "mean": float(values.mean()),
-            "std": float(values.std(ddof=1)) if len(values) > 1 else 0.0,
-        }
-    return table
+    return {metric: mean_and_std([run["test"][metric] for run in runs]) for metric in METRICS}
 
 
 def run(args):

@@ -29,7 +29,7 @@ from keras_attn.datasets import AugmentedImages, load_cifar10, load_fashion_mnis
 from keras_attn.initializers import MimeticInitializer, apply_mimetic_init
 from keras_attn.models import build_vision_transformer
 from keras_attn.pretrained import load_minilm_weights
-from keras_attn.reproduce._run import choose_setting, finish
+from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
 from keras_attn.utils import finish_run
 
 NAME = "mimetic"
@@ -313,16 +313,10 @@ def summarize(runs):
     `difference` holds mimetic − default per seed (`per_seed`), their mean
     and their standard deviation (`ddof=1`; 0 for one seed).
     """
-
-    def mean_std(values):
-        values = np.asarray(values, dtype="float64")
-        std = values.std(ddof=1) if len(values) > 1 else 0.0
-        return {"mean": float(values.mean()), "std": float(std)}
-
     finals = {init: [run["final_test_accuracy"] for run in runs[init]] for init in INITS}
     per_seed = [m - d for m, d in zip(finals["mimetic"], finals["default"], strict=True)]
-    summary = {init: mean_std(finals[init]) for init in INITS}
-    summary["difference"] = {**mean_std(per_seed), "per_seed": per_seed}
+    summary = {init: mean_and_std(finals[init]) for init in INITS}
+    summary["difference"] = {**mean_and_std(per_seed), "per_seed": per_seed}
     return summary
 
 
