@@ -9,7 +9,7 @@ A docs page marks each generated part with a pair of HTML comments:
     <!-- results:value FILE PATH FORMAT -->0.6905<!-- /results -->
 
 `NAME` is a key of `TABLES`; `FILE` is a result file's stem under
-`results/` (`mimetic-fast` for `results/mimetic-fast.json`); `PATH` walks
+`results/` (`mimetic-full` for `results/mimetic-full.json`); `PATH` walks
 the JSON by keys and list indices separated by `/` (`summary/mimetic/mean`);
 `FORMAT` is a Python format spec (`.4f`, required), applied to each item
 of a list (joined by ", "); a key may contain spaces. `<!-- results:index -->` lists
