@@ -6,10 +6,10 @@ import keras
 # looks at the names of the last sublayer: the core's `query`, `key`,
 # `value` and `attention_output` projections (the same names and kernel
 # layout as `keras.layers.MultiHeadAttention`) and the MLP names of
-# `TransformerBlock` ("mlp_hidden"/"mlp_output"), `BSARecBlock`
-# ("intermediate_dense"/"output_dense") and the BERT encoder
-# ("layer_<i>_intermediate"/"layer_<i>_output"). A name may carry a prefix
-# ending in "_" or "/", such as "block_0_attention/" or "block_3_".
+# `TransformerBlock` ("mlp_hidden"/"mlp_output", also in the BERT encoder's
+# blocks) and `BSARecBlock` ("intermediate_dense"/"output_dense"). A name may
+# carry a prefix ending in "_" or "/", such as "block_0_attention/" or
+# "block_3_".
 _ANY = "(?:.*/)?"
 _PREFIXED = "(?:.*[/_])?"
 QKV_KERNEL = _ANY + "(?:query|key|value)/kernel"
@@ -17,11 +17,9 @@ QKV_BIAS = _ANY + "(?:query|key|value)/bias"
 QK_KERNEL = _ANY + "(?:query|key)/kernel"
 V_KERNEL = _ANY + "value/kernel"
 OUTPUT_KERNEL = _ANY + "attention_output/kernel"
-MLP_HIDDEN_KERNEL = _PREFIXED + "(?:mlp_hidden|intermediate|intermediate_dense)/kernel"
-MLP_HIDDEN_BIAS = _PREFIXED + "(?:mlp_hidden|intermediate|intermediate_dense)/bias"
-MLP_OUTPUT_KERNEL = (
-    f"{_PREFIXED}(?:mlp_output|output_dense)/kernel|{_ANY}layer_[0-9]+_output/kernel"
-)
+MLP_HIDDEN_KERNEL = _PREFIXED + "(?:mlp_hidden|intermediate_dense)/kernel"
+MLP_HIDDEN_BIAS = _PREFIXED + "(?:mlp_hidden|intermediate_dense)/bias"
+MLP_OUTPUT_KERNEL = _PREFIXED + "(?:mlp_output|output_dense)/kernel"
 
 
 def head_parallel_layout_map(device_mesh, model_axis="model", convolutional=False):

@@ -42,7 +42,11 @@ class TransformerBlock(keras.layers.Layer):
             `num_heads` it must then equal.
         mlp_dim: int, hidden size of the MLP.
         key_dim: int, size of each head. Defaults to `dim // num_heads`.
-        dropout: float, dropout after the attention and in the MLP.
+        dropout: float, dropout of the attention branch and of the MLP
+            output, each before its residual addition.
+        mlp_hidden_dropout: float or `None`, dropout of the MLP's hidden
+            activations. `None` uses `dropout` (ViT's placement); BERT and
+            KerasHub's `TransformerEncoder` have none there (0).
         attention_dropout: float, dropout of the attention weights.
         norm_first: bool, pre-norm if `True`, post-norm otherwise.
         layer_norm_epsilon: float, epsilon of the layer norms.
@@ -94,6 +98,7 @@ class TransformerBlock(keras.layers.Layer):
         mlp_dim=None,
         key_dim=None,
         dropout=0.0,
+        mlp_hidden_dropout=None,
         attention_dropout=0.0,
         norm_first=True,
         layer_norm_epsilon=1e-6,
@@ -108,6 +113,9 @@ class TransformerBlock(keras.layers.Layer):
         self.mlp_dim = check_int("mlp_dim", mlp_dim)
         self.key_dim = check_optional_int("key_dim", key_dim)
         self.dropout = check_rate("dropout", dropout)
+        self.mlp_hidden_dropout = check_rate(
+            "mlp_hidden_dropout", self.dropout if mlp_hidden_dropout is None else mlp_hidden_dropout
+        )
         self.drop_path_rate = check_rate("drop_path_rate", drop_path_rate)
         self.seed = check_optional_int("seed", seed, minimum=0)
         if self.drop_path_rate > 0:
@@ -162,6 +170,9 @@ class TransformerBlock(keras.layers.Layer):
         )
         self.mlp_output = keras.layers.Dense(dim, dtype=self.dtype_policy, name="mlp_output")
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.mlp_hidden_dropout_layer = keras.layers.Dropout(
+            self.mlp_hidden_dropout, dtype=self.dtype_policy
+        )
         if not self.attention.built:
             self.attention.build(input_shape)
         self.attention_norm.build(input_shape)
@@ -213,7 +224,8 @@ class TransformerBlock(keras.layers.Layer):
         x = inputs + _gated(self._drop_path(attended, training), attention_gate)
         x = x if self.norm_first else self.attention_norm(x)
         y = self.mlp_norm(x) if self.norm_first else x
-        y = self.mlp_output(self.dropout_layer(self.mlp_hidden(y), training=training))
+        y = self.mlp_hidden_dropout_layer(self.mlp_hidden(y), training=training)  # (.., mlp_dim)
+        y = self.mlp_output(y)  # (batch, length, dim)
         y = self._drop_path(self.dropout_layer(y, training=training), training)
         x = x + _gated(y, mlp_gate)
         x = x if self.norm_first else self.mlp_norm(x)
@@ -259,6 +271,7 @@ class TransformerBlock(keras.layers.Layer):
                 "mlp_dim": self.mlp_dim,
                 "key_dim": self.key_dim,
                 "dropout": self.dropout,
+                "mlp_hidden_dropout": self.mlp_hidden_dropout,
                 "drop_path_rate": self.drop_path_rate,
                 "seed": self.seed,
                 "attention_dropout": self.attention_dropout,

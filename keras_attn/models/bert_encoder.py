@@ -1,14 +1,15 @@
 """A BERT encoder as a functional Keras model (Devlin et al., 2019).
 
-Post-norm transformer layers on the library's attention core, built flat
-(every attention layer is a top-level `MultiHeadSelfAttention`), so that head
-importance and head pruning (Michel et al., 2019) can find and rebuild them.
+A stack of post-norm `TransformerBlock`s on the library's attention core;
+head importance and head pruning (Michel et al., 2019) find and rebuild the
+attention layer inside each block.
 """
 
 import keras
 from keras import ops
 
-from keras_attn.layers import MultiHeadSelfAttention, PositionEmbedding
+from keras_attn.layers import PositionEmbedding, TransformerBlock
+from keras_attn.utils.validation import check_rate
 
 
 def build_bert_encoder(
@@ -20,6 +21,7 @@ def build_bert_encoder(
     max_sequence_length=512,
     num_segments=2,
     layer_norm_epsilon=1e-12,
+    dropout=0.0,
     output_hidden_states=False,
     output_attention_scores=False,
     head_mask=False,
@@ -27,13 +29,14 @@ def build_bert_encoder(
 ):
     """Builds a BERT encoder with mean-pooled, L2-normalised sentence embeddings.
 
-    Embeddings: `LayerNorm(token + position + segment)`. Each layer:
-    `x = LayerNorm(x + attention(x))`, then
+    Embeddings: `LayerNorm(token + position + segment)`. Each layer is a
+    post-norm `TransformerBlock`: `x = LayerNorm(x + attention(x))`, then
     `x = LayerNorm(x + W2 gelu(W1 x))`, with the exact (erf) GELU. The
     sentence embedding is the mean of the last hidden states over the real
-    tokens, scaled to unit length, as in sentence-transformers. There is no
-    dropout: the model is meant for inference, feature extraction and
-    pruning.
+    tokens, scaled to unit length, as in sentence-transformers. Dropout is
+    placed as in BERT: on the embeddings, the attention weights, and the
+    attention and feed-forward outputs before each residual addition (not
+    on the feed-forward hidden units).
 
     Args:
         vocabulary_size: int, number of token ids.
@@ -44,6 +47,8 @@ def build_bert_encoder(
         max_sequence_length: int, size of the position table.
         num_segments: int, size of the segment (token type) table.
         layer_norm_epsilon: float, epsilon of every layer norm.
+        dropout: float, BERT's dropout rate (0 for inference and pruning;
+            BERT trains with 0.1).
         output_hidden_states: bool, also return `"hidden_states"`, the
             embeddings and every layer's output stacked:
             `(batch, num_layers + 1, length, hidden_dim)`.
@@ -61,7 +66,8 @@ def build_bert_encoder(
         `keras_attn.text.WordPieceTokenizer`) and optionally `"head_mask"`,
         returning a dict with `"sequence_output"` `(batch, length, hidden_dim)`,
         `"sentence_embedding"` `(batch, hidden_dim)` and the optional
-        outputs. Layer `i`'s attention is the layer named `layer_{i}_attention`.
+        outputs. Layer `i` is the `TransformerBlock` named `layer_{i}`; its
+        attention layer is `attention_layers(model)["layer_{i}/attention"]`.
 
     Example:
 
@@ -89,6 +95,7 @@ def build_bert_encoder(
             raise ValueError(
                 f"`{argument}` must be a positive integer. Received: {argument}={value!r}"
             )
+    dropout = check_rate("dropout", dropout)
     if hidden_dim % num_heads:
         raise ValueError(
             f"`hidden_dim` must be a multiple of `num_heads={num_heads}`. "
@@ -104,22 +111,31 @@ def build_bert_encoder(
     padding_mask = inputs["padding_mask"]
     x = _embeddings(inputs, vocabulary_size, hidden_dim, max_sequence_length, num_segments)
     x = _norm("embeddings_norm", layer_norm_epsilon)(x)  # (batch, length, hidden_dim)
+    x = keras.layers.Dropout(dropout, name="embeddings_dropout")(x)
     hidden_states, attention_scores = [x], []
     for index in range(num_layers):
         layer_head_mask = inputs["head_mask"][:, index] if head_mask else None  # (batch, heads)
-        attended, scores = MultiHeadSelfAttention(
-            num_heads, hidden_dim // num_heads, name=f"layer_{index}_attention"
-        )(x, mask=padding_mask, head_mask=layer_head_mask, return_attention_scores=True)
-        x = keras.layers.Add(name=f"layer_{index}_attention_residual")([x, attended])
-        x = _norm(f"layer_{index}_attention_norm", layer_norm_epsilon)(x)
-        y = keras.layers.Dense(
-            intermediate_dim, activation="gelu", name=f"layer_{index}_intermediate"
-        )(x)  # (batch, length, intermediate_dim)
-        y = keras.layers.Dense(hidden_dim, name=f"layer_{index}_output")(y)
-        x = keras.layers.Add(name=f"layer_{index}_output_residual")([x, y])
-        x = _norm(f"layer_{index}_output_norm", layer_norm_epsilon)(x)
+        block = TransformerBlock(
+            num_heads,
+            intermediate_dim,
+            dropout=dropout,
+            mlp_hidden_dropout=0.0,
+            attention_dropout=dropout,
+            norm_first=False,
+            layer_norm_epsilon=layer_norm_epsilon,
+            activation="gelu",
+            name=f"layer_{index}",
+        )
+        x = block(
+            x,
+            mask=padding_mask,
+            head_mask=layer_head_mask,
+            return_attention_scores=output_attention_scores,
+        )
+        if output_attention_scores:
+            x, scores = x  # scores: (batch, heads, length, length)
+            attention_scores.append(scores)
         hidden_states.append(x)
-        attention_scores.append(scores)
     pooled = keras.layers.GlobalAveragePooling1D(name="mean_pooling")(x, mask=padding_mask)
     outputs = {
         "sequence_output": x,

@@ -80,22 +80,13 @@ def _assign_weights(model, weights):
     _assign_norm(model.get_layer("embeddings_norm"), tensors, "embeddings.LayerNorm")
     for index in range(weights.num_layers):
         prefix = f"encoder.layer.{index}"
+        block = model.get_layer(f"layer_{index}")
         kernels = weights.attention_kernels(index)
-        model.get_layer(f"layer_{index}_attention").set_weights(
-            [kernels[name] for name in _ATTENTION_ORDER]
-        )
-        _assign_norm(
-            model.get_layer(f"layer_{index}_attention_norm"),
-            tensors,
-            f"{prefix}.attention.output.LayerNorm",
-        )
-        _assign_dense(
-            model.get_layer(f"layer_{index}_intermediate"), tensors, f"{prefix}.intermediate.dense"
-        )
-        _assign_dense(model.get_layer(f"layer_{index}_output"), tensors, f"{prefix}.output.dense")
-        _assign_norm(
-            model.get_layer(f"layer_{index}_output_norm"), tensors, f"{prefix}.output.LayerNorm"
-        )
+        block.attention.set_weights([kernels[name] for name in _ATTENTION_ORDER])
+        _assign_norm(block.attention_norm, tensors, f"{prefix}.attention.output.LayerNorm")
+        _assign_dense(block.mlp_hidden, tensors, f"{prefix}.intermediate.dense")
+        _assign_dense(block.mlp_output, tensors, f"{prefix}.output.dense")
+        _assign_norm(block.mlp_norm, tensors, f"{prefix}.output.LayerNorm")
 
 
 # The order of `MultiHeadSelfAttention.get_weights()`.

@@ -12,8 +12,8 @@ import math
 import keras
 import numpy as np
 
-from keras_attn._optional import require
 from keras_attn.layers import ClassToken, PatchEmbedding
+from keras_attn.testing.reference import layer_norm, numpy_activation
 
 
 class AdaViTNumpyReference:
@@ -121,7 +121,7 @@ class AdaViTNumpyReference:
         cls = x[:, 0]  # (batch, dim)
         blocks = cls @ gate["blocks"] + gate["blocks_bias"] > self.thresholds["blocks"]
         return {
-            "patches": _layer_norm(x[:, 1:], gate["patch_norm"]) @ gate["patches"]
+            "patches": layer_norm(x[:, 1:], *gate["patch_norm"]) @ gate["patches"]
             + gate["patches_bias"]
             > self.thresholds["patches"],  # (batch, patches)
             "heads": cls @ gate["heads"] + gate["heads_bias"] > self.thresholds["heads"],
@@ -156,7 +156,7 @@ def _attention_branch(block, x, decisions, order, counts):
     rows, columns, valid = _gather(x, examples, order, counts)
     heads = decisions["heads"][examples]  # (examples, heads)
     kept_heads = np.flatnonzero(heads.any(0))
-    tokens = _layer_norm(x[rows, columns], block["attention_norm"])  # (examples, n, dim)
+    tokens = layer_norm(x[rows, columns], *block["attention_norm"])  # (examples, n, dim)
     update = np.broadcast_to(block["output_bias"], tokens.shape)
     if kept_heads.size:
         context = _attention(block, tokens, valid, kept_heads)  # (examples, h, n, value_dim)
@@ -196,7 +196,7 @@ def _mlp_branch(block, x, mlp_on, order, counts):
     if examples.size == 0:
         return
     rows, columns, valid = _gather(x, examples, order, counts)
-    tokens = _layer_norm(x[rows, columns], block["mlp_norm"])  # (examples, n, dim)
+    tokens = layer_norm(x[rows, columns], *block["mlp_norm"])  # (examples, n, dim)
     hidden = block["activation"](tokens @ block["mlp_hidden"] + block["mlp_hidden_bias"])
     update = hidden @ block["mlp_output"] + block["mlp_output_bias"]  # (examples, n, dim)
     x[rows, columns] += update * valid[..., None]
@@ -230,7 +230,7 @@ def _block_weights(block):
         "mlp_hidden_bias": _numpy(block.mlp_hidden.bias),
         "mlp_output": _numpy(block.mlp_output.kernel),
         "mlp_output_bias": _numpy(block.mlp_output.bias),
-        "activation": _numpy_activation(block.mlp_hidden.activation),
+        "activation": numpy_activation(block.mlp_hidden.activation),
     }
     for name, dense in (
         ("query", attention.query_dense),
@@ -247,25 +247,6 @@ def _block_weights(block):
 
 def _norm_weights(norm):
     return (_numpy(norm.gamma), _numpy(norm.beta), norm.epsilon)
-
-
-def _layer_norm(x, weights):
-    gamma, beta, epsilon = weights
-    mean = x.mean(-1, keepdims=True)
-    variance = np.square(x - mean).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(variance + epsilon) * gamma + beta
-
-
-def _numpy_activation(activation):
-    name = getattr(activation, "__name__", "")
-    if name == "gelu":
-        erf = require("scipy.special", "reproduce").erf
-        return lambda x: 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
-    if name == "relu":
-        return lambda x: np.maximum(x, 0.0)
-    if name == "linear":
-        return lambda x: x
-    return lambda x: keras.ops.convert_to_numpy(activation(x))
 
 
 def _numpy_stem(stem):
@@ -306,7 +287,7 @@ def _numpy_readout(backbone):
     kernel, bias = _numpy(head.kernel), _numpy(head.bias)
 
     def run(x):
-        logits = _layer_norm(x[:, 0], norm) @ kernel + bias  # (batch, classes)
+        logits = layer_norm(x[:, 0], *norm) @ kernel + bias  # (batch, classes)
         exp = np.exp(logits - logits.max(-1, keepdims=True))
         return exp / exp.sum(-1, keepdims=True)
 

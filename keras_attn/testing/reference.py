@@ -1,7 +1,12 @@
 """Numpy references that layer tests compare against."""
 
+import math
+
+import keras
 import numpy as np
 from keras import ops
+
+from keras_attn._optional import require
 
 
 def softmax(logits, axis=-1):
@@ -65,6 +70,71 @@ def self_attention_reference(
         context = context * head_mask.reshape(-1, 1, wq.shape[1], 1)
     output = np.einsum("bqhd,hdc->bqc", context, wo) + biases[3]  # (batch, length, out_dim)
     return output, weights
+
+
+def transformer_block_reference(x, block, mask=None, head_mask=None):
+    """A `TransformerBlock` at inference in numpy with the weights of `block`.
+
+    Pre-norm: `h = x + attn(LN(x))`, `h + mlp(LN(h))`; post-norm:
+    `h = LN(x + attn(x))`, `LN(h + mlp(h))`, where `mlp(h)` is
+    `W2 act(W1 h + b1) + b2`.
+
+    Args:
+        x: `(batch, length, dim)` array.
+        block: a built `TransformerBlock` whose attention is the default
+            `MultiHeadSelfAttention` (dense pattern, default scale).
+        mask: optional `(batch, length)` padding mask, nonzero at real tokens.
+        head_mask: `(heads,)` or `(batch, heads)` multipliers of head outputs.
+
+    Returns:
+        `(batch, length, dim)` float64 array.
+    """
+    x = _numpy(x).astype("float64")
+    allowed = None if mask is None else _numpy(mask)[:, None, None, :] > 0  # (batch, 1, 1, keys)
+    activation = numpy_activation(block.activation)
+
+    def attention(h):
+        return self_attention_reference(h, block.attention, allowed, head_mask)[0]
+
+    def mlp(h):
+        hidden = activation(h @ _numpy(block.mlp_hidden.kernel) + _numpy(block.mlp_hidden.bias))
+        return hidden @ _numpy(block.mlp_output.kernel) + _numpy(block.mlp_output.bias)
+
+    def attention_norm(h):
+        return _layer_norm_of(block.attention_norm, h)
+
+    def mlp_norm(h):
+        return _layer_norm_of(block.mlp_norm, h)
+
+    if block.norm_first:
+        h = x + attention(attention_norm(x))  # (batch, length, dim)
+        return h + mlp(mlp_norm(h))
+    h = attention_norm(x + attention(x))  # (batch, length, dim)
+    return mlp_norm(h + mlp(h))
+
+
+def layer_norm(x, gamma, beta, epsilon):
+    """Layer normalization over the last axis."""
+    mean = x.mean(-1, keepdims=True)
+    variance = np.square(x - mean).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(variance + epsilon) * gamma + beta
+
+
+def numpy_activation(activation):
+    """A numpy function for a Keras activation (exact erf GELU, ReLU, linear)."""
+    name = getattr(activation, "__name__", "")
+    if name == "gelu":
+        erf = require("scipy.special", "reproduce").erf
+        return lambda x: 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+    if name == "relu":
+        return lambda x: np.maximum(x, 0.0)
+    if name == "linear":
+        return lambda x: x
+    return lambda x: keras.ops.convert_to_numpy(activation(x))
+
+
+def _layer_norm_of(norm, x):
+    return layer_norm(x, _numpy(norm.gamma), _numpy(norm.beta), norm.epsilon)
 
 
 def attention_num_params(dim, num_heads, key_dim, output_dim=None, kernel_size=1, use_bias=True):

@@ -149,7 +149,7 @@ def outputs_and_gradients(model, inputs):
     return outputs, gradients
 
 
-HIDDEN = ("mlp_hidden", "intermediate", "intermediate_dense")
+HIDDEN = ("mlp_hidden", "intermediate_dense")
 SECOND = ("mlp_output", "output_dense")
 
 
@@ -164,7 +164,7 @@ def split_axis(path, rank):
         return 0  # (heads, head_dim, dim)
     if layer.endswith(HIDDEN):
         return 1  # (dim, mlp): columns
-    if layer.endswith(SECOND) or (layer.startswith("layer_") and layer.endswith("_output")):
+    if layer.endswith(SECOND):
         return 0  # (mlp, dim): rows
     return None
 

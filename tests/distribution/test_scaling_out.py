@@ -113,8 +113,8 @@ def test_layout_map_validates_the_model_axis():
     with pytest.raises(ValueError, match="Received: model_axis='heads'"):
         keras_attn.distribution.head_parallel_layout_map(mesh, model_axis="heads")
     layout_map = keras_attn.distribution.head_parallel_layout_map(mesh)
-    assert layout_map["encoder/layer_3_output/kernel"].axes == ("model", None)
-    assert layout_map["layer_3_attention/attention_output/kernel"].axes == ("model", None, None)
+    assert layout_map["encoder/layer_3/mlp_output/kernel"].axes == ("model", None)
+    assert layout_map["layer_3/attention/attention_output/kernel"].axes == ("model", None, None)
     for replicated in ("output/kernel", "head/kernel", "block_0/output_dense/bias"):
         assert layout_map[replicated] is None, replicated
 

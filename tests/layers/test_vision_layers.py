@@ -14,7 +14,7 @@ from keras_attn.layers import (
 from keras_attn.layers.sin_cos_position_embedding import sin_cos_table
 from keras_attn.testing import LayerChecks
 from keras_attn.testing.arrays import assert_allclose, assert_array_equal, to_numpy
-from keras_attn.testing.reference import attention_num_params
+from keras_attn.testing.reference import attention_num_params, transformer_block_reference
 
 pytestmark = pytest.mark.backend_agnostic
 
@@ -52,20 +52,28 @@ CHECKS = {
             {"dropout": 2.0},
             {"key_dim": -1},
             {"attention_dropout": 2.0},
+            {"mlp_hidden_dropout": 1.5},
             {"layer_norm_epsilon": -1e-6},
             {"drop_path_rate": 1.0},
             {"seed": -1},
         ],
     ),
+    # BERT's block: post-norm, exact GELU, no dropout on the MLP's hidden units.
     "post_norm_block": LayerChecks(
         TransformerBlock,
         {
             "num_heads": 2,
             "mlp_dim": 16,
             "norm_first": False,
+            "dropout": 0.1,
+            "mlp_hidden_dropout": 0.0,
+            "attention_dropout": 0.1,
+            "layer_norm_epsilon": 1e-12,
+            "activation": "gelu",
             "attention_kwargs": {"use_bias": False},
         },
         input_shape=(2, 5, 8),
+        extra_inputs={"head_mask": (2,)},
         num_params=attention_num_params(8, 2, 4, use_bias=False) + 4 * 8 + 9 * 16 + 17 * 8,
     ),
 }
@@ -153,6 +161,45 @@ def test_pre_norm_block_matches_its_definition():
     h = x + to_numpy(block.attention(block.attention_norm(x)))
     expected = h + to_numpy(block.mlp_output(block.mlp_hidden(block.mlp_norm(h))))
     assert_allclose(output, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_block_matches_the_numpy_reference(norm_first):
+    """Post-norm (BERT) and pre-norm blocks against float64 numpy, every weight random."""
+    block = TransformerBlock(2, 16, norm_first=norm_first, layer_norm_epsilon=1e-12)
+    x = np.random.default_rng(8).normal(size=(2, 5, 8)).astype("float32")
+    block.build(x.shape)
+    rng = np.random.default_rng(9)
+    block.set_weights([rng.normal(size=w.shape).astype("float32") for w in block.get_weights()])
+    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
+    head_mask = np.array([[1.0, 0.0], [0.5, 1.0]], "float32")
+    output = block(x, mask=mask, head_mask=head_mask)
+    assert_allclose(output, transformer_block_reference(x, block, mask, head_mask), atol=1e-4)
+
+
+def test_mlp_hidden_dropout_is_placed_on_the_hidden_units():
+    """The MLP's output layer sees its hidden units dropped at the hidden rate only.
+
+    With the attention branch gated off, the MLP input of a post-norm block
+    is `LN(x)`, so the hidden units are known exactly: `dropout=0.5` with
+    `mlp_hidden_dropout=0` (BERT) leaves them intact, the default drops them.
+    """
+    x = np.random.default_rng(10).normal(size=(4, 5, 8)).astype("float32")
+    for mlp_hidden_dropout, dropped in ((0.0, False), (None, True)):
+        block = TransformerBlock(
+            2, 64, dropout=0.5, mlp_hidden_dropout=mlp_hidden_dropout, norm_first=False
+        )
+        block.build(x.shape)
+        seen = []
+        call = block.mlp_output.call
+        block.mlp_output.call = lambda h, call=call, seen=seen, **kwargs: (
+            seen.append(to_numpy(h)) or call(h, **kwargs)
+        )
+        block(x, attention_gate=np.zeros(4, "float32"), training=True)
+        hidden = to_numpy(block.mlp_hidden(block.attention_norm(x)))  # (4, 5, 64)
+        kept = seen[0] != 0
+        assert_allclose(seen[0][kept], (2.0 if dropped else 1.0) * hidden[kept], atol=1e-5)
+        assert (0.3 < 1 - kept.mean() < 0.7) if dropped else kept.all()
 
 
 @pytest.mark.parametrize("norm_first", [True, False])

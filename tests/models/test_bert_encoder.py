@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 from scipy.special import erf
 
+from keras_attn.layers import TransformerBlock
 from keras_attn.models import build_bert_encoder, build_minilm_encoder
 from keras_attn.pretrained import load_minilm_weights
 from keras_attn.text import WordPieceTokenizer
@@ -161,10 +162,26 @@ def test_save_reload_xla_and_savedmodel(tmp_path):
     )
 
 
+def test_layers_are_post_norm_blocks_with_bert_dropout():
+    """Dropout acts in training only; at inference the model equals the dropout-free one."""
+    model = _small_encoder(dropout=0.5)
+    plain = _small_encoder()
+    plain.set_weights(model.get_weights())
+    block = model.get_layer("layer_1")
+    assert isinstance(block, TransformerBlock) and not block.norm_first
+    assert (block.dropout, block.attention_dropout, block.mlp_hidden_dropout) == (0.5, 0.5, 0.0)
+    inputs = _small_inputs()
+    expected = plain(inputs)["sequence_output"]
+    np.testing.assert_allclose(model(inputs)["sequence_output"], expected, atol=1e-6)
+    trained = model(inputs, training=True)["sequence_output"]
+    assert not np.allclose(trained, expected, atol=1e-3)
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
         ({"num_layers": 0}, "Received: num_layers=0"),
+        ({"dropout": 1.0}, "Received: dropout=1.0"),
         ({"hidden_dim": 9}, "Received: hidden_dim=9"),
     ],
 )
