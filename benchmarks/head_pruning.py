@@ -32,7 +32,7 @@ def main():
     fractions = [0.0] + [fraction for fraction in args.fractions if fraction > 0]
     encoder = build_minilm_encoder()
     scores = {
-        f"layer_{index}_attention": np.random.default_rng(index).random(12) for index in range(6)
+        f"layer_{index}/attention": np.random.default_rng(index).random(12) for index in range(6)
     }
     models = [
         prune_heads(encoder, select_heads(scores, round(72 * fraction))) if fraction else encoder

@@ -5,7 +5,8 @@ than one?" (https://arxiv.org/abs/1905.10650).
 import keras
 from keras import ops
 
-from keras_attn.pruning.attention_layers import ATTENTION_TYPES
+from keras_attn.layers import TransformerBlock
+from keras_attn.pruning.attention_layers import attention_layers
 
 
 def prune_heads(model, heads):
@@ -19,13 +20,17 @@ def prune_heads(model, heads):
     less work. Every other layer is copied with its weights; the original
     model is left untouched. Works with `keras_attn.layers.MultiHeadSelfAttention`
     and `keras.layers.MultiHeadAttention` (which stays a
-    `keras.layers.MultiHeadAttention`), when they are top-level layers of a
-    functional model. A `head_mask` passed to a pruned layer keeps the
-    entries of the kept heads.
+    `keras.layers.MultiHeadAttention`) that are top-level layers of a
+    functional model or the attention of a top-level `TransformerBlock` (as
+    in `build_bert_encoder`, `build_vision_transformer` and `build_t2t_vit`);
+    such a block is rebuilt around the smaller attention. A `head_mask`
+    passed to a pruned layer or block keeps the entries of the kept heads.
 
     Args:
         model: a functional `keras.Model`.
-        heads: dict `layer name -> iterable of head indices to remove`. Each
+        heads: dict `attention layer name -> iterable of head indices to
+            remove`, named as `attention_layers(model)` names them (for
+            example `"layer_0/attention"` in a block named `layer_0`). Each
             layer keeps at least one head; use `select_heads` to choose.
 
     Returns:
@@ -34,8 +39,8 @@ def prune_heads(model, heads):
     Example:
 
     ```python
-    pruned = prune_heads(model, {"layer_0_attention": [0, 3], "layer_5_attention": [1]})
-    pruned.get_layer("layer_0_attention").num_heads  # 10
+    pruned = prune_heads(model, {"layer_0/attention": [0, 3], "layer_5/attention": [1]})
+    pruned.get_layer("layer_0").attention.num_heads  # 10
     ```
 
     References:
@@ -54,7 +59,7 @@ def prune_heads(model, heads):
             return operation  # Stateless operations are shared.
         config = operation.get_config()
         if operation.name in kept:
-            config["num_heads"] = len(kept[operation.name])
+            _set_num_heads(config, operation, len(kept[operation.name]))
         return operation.__class__.from_config(config)
 
     def call_layer(layer, *args, **kwargs):
@@ -65,27 +70,24 @@ def prune_heads(model, heads):
 
     pruned = keras.models.clone_model(model, clone_function=clone_layer, call_function=call_layer)
     for layer in pruned.layers:
-        if not layer.weights:
-            continue
-        original = model.get_layer(layer.name)
-        if layer.name in kept:
-            _copy_kept_heads(original, layer, kept[layer.name])
-        else:
-            layer.set_weights(original.get_weights())
+        if layer.weights:
+            _copy_weights(model.get_layer(layer.name), layer, kept.get(layer.name))
     return pruned
 
 
 def _kept_heads(model, heads):
-    layers = {layer.name: layer for layer in model.layers if isinstance(layer, ATTENTION_TYPES)}
+    """`top-level layer name -> kept head indices` of the layers that lose heads."""
+    layers = _prunable_layers(model)
     kept = {}
     for name, removed in heads.items():
         if name not in layers:
             raise ValueError(
-                "`heads` must name top-level attention layers of `model`, one of "
-                f"{sorted(layers)}. Received: heads with {name!r}"
+                "`heads` must name attention layers of `model` at its top level or in its "
+                f"top-level TransformerBlocks, one of {sorted(layers)}. "
+                f"Received: heads with {name!r}"
             )
         removed = {int(head) for head in removed}
-        num_heads = layers[name].num_heads
+        num_heads = _attention_of(layers[name]).num_heads
         if not removed <= set(range(num_heads)):
             raise ValueError(
                 f"Head indices of {name!r} must be in [0, {num_heads}). "
@@ -97,16 +99,54 @@ def _kept_heads(model, heads):
                 f"Received: heads[{name!r}] removes all {num_heads} heads"
             )
         if removed:
-            kept[name] = [head for head in range(num_heads) if head not in removed]
+            kept[layers[name].name] = [head for head in range(num_heads) if head not in removed]
     return kept
+
+
+def _prunable_layers(model):
+    """`attention_layers` name -> the top-level layer rebuilt to prune that attention."""
+    owners = {id(_attention_of(layer)): layer for layer in model.layers}
+    return {
+        name: owners[id(attention)]
+        for name, attention in attention_layers(model).items()
+        if id(attention) in owners
+    }
+
+
+def _attention_of(layer):
+    return layer.attention if isinstance(layer, TransformerBlock) else layer
+
+
+def _set_num_heads(config, layer, num_heads):
+    """Sets `num_heads` in `layer`'s config (an attention layer or a `TransformerBlock`)."""
+    config["num_heads"] = num_heads
+    if not isinstance(layer, TransformerBlock):
+        return
+    if config["attention"]:  # the block's given attention layer, serialized
+        config["attention"]["config"]["num_heads"] = num_heads
+    else:  # the default attention, whose head size would follow `num_heads`
+        config["key_dim"] = layer.attention.key_dim
+
+
+def _copy_weights(original, pruned, kept):
+    """Copies `original`'s weights into `pruned`, its attention's for the `kept` heads only."""
+    if kept is None:
+        pruned.set_weights(original.get_weights())
+        return
+    source, target = _attention_of(original), _attention_of(pruned)
+    attention_weights = {id(weight) for weight in target.weights}
+    for original_weight, pruned_weight in zip(original.weights, pruned.weights, strict=True):
+        if id(pruned_weight) not in attention_weights:
+            pruned_weight.assign(original_weight)
+    _copy_kept_heads(source, target, kept)
 
 
 def _copy_kept_heads(original, pruned, kept):
     for source, target in zip(_projections(original), _projections(pruned), strict=True):
         is_output = source is original.output_dense
         kernel = ops.convert_to_numpy(source.kernel)
-        # (dim, heads, head_dim) keeps columns; (heads, head_dim, dim) keeps rows.
-        target.kernel.assign(kernel[kept] if is_output else kernel[:, kept])
+        # ([kernel_size,] dim, heads, head_dim) keeps columns; (heads, head_dim, dim) keeps rows.
+        target.kernel.assign(kernel[kept] if is_output else kernel[..., kept, :])
         if source.bias is not None:
             bias = ops.convert_to_numpy(source.bias)
             target.bias.assign(bias if is_output else bias[kept])  # (heads, head_dim) or (dim,)

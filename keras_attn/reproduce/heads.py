@@ -23,10 +23,12 @@ from keras_attn.models import build_minilm_encoder
 from keras_attn.pretrained import load_minilm_weights
 from keras_attn.pruning import (
     head_importance,
+    head_mask_array,
     measure_throughput,
     prune_heads,
     scores_of_kept_heads,
     select_heads,
+    single_head_ablations,
 )
 from keras_attn.text import WordPieceTokenizer
 from keras_attn.utils import finish_run, is_small_run
@@ -163,7 +165,7 @@ class PruningTask:
 
     def quality(self, removed=None):
         """`(accuracy, mean cross-entropy)` on the test verses, `removed` heads masked."""
-        mask = self._head_mask(removed or {})
+        mask = head_mask_array(self.classifier, removed or {})  # (layers, heads)
         correct, loss = 0, 0.0
         for x, y in self.test_batches:
             x = {**x, "head_mask": np.broadcast_to(mask, (len(y), *mask.shape))}
@@ -193,12 +195,7 @@ class PruningTask:
 
     def single_head_ablations(self, layers):
         """`(accuracy, loss)` with one head removed, `{layer name: [per head]}`."""
-        return {
-            f"layer_{layer}_attention": [
-                self.quality({f"layer_{layer}_attention": [head]}) for head in range(self.num_heads)
-            ]
-            for layer in layers
-        }
+        return single_head_ablations(self.classifier, self.quality, layers)
 
     def throughput(self, importance, setting):
         """Sentences per second of really pruned models, `MAX_TOKENS` tokens each."""
@@ -227,12 +224,6 @@ class PruningTask:
         inputs["padding_mask"] = np.ones_like(inputs["padding_mask"])
         inputs["head_mask"] = np.ones((batch, self.num_layers, self.num_heads), "float32")
         return inputs
-
-    def _head_mask(self, removed):
-        mask = np.ones((self.num_layers, self.num_heads), "float32")
-        for name, heads in removed.items():
-            mask[int(name.split("_")[1]), heads] = 0.0
-        return mask
 
     def _batches(self, texts, labels):
         """Length-sorted batches padded to multiples of 16 tokens (few traces)."""
@@ -284,7 +275,7 @@ def _figure(results):
     ablations.set(
         xlabel="head",
         yticks=range(len(rows)),
-        yticklabels=[name.split("_")[1] for name, _ in rows],
+        yticklabels=[name.split("/")[0] for name, _ in rows],
         ylabel="layer",
         title="Test loss change, one head removed",
     )

@@ -5,8 +5,14 @@ import tensorflow as tf
 from keras import ops
 
 from keras_attn.layers import MultiHeadSelfAttention
-from keras_attn.models import build_vision_transformer
-from keras_attn.pruning import attention_layers, head_importance
+from keras_attn.models import build_bert_encoder, build_vision_transformer
+from keras_attn.pruning import (
+    attention_layers,
+    head_importance,
+    head_mask_array,
+    iterative_pruning,
+    prune_heads,
+)
 from keras_attn.testing.reference import self_attention_reference
 
 RNG = np.random.default_rng(0)
@@ -118,6 +124,40 @@ def test_nested_attention_layers_and_restored_projections():
         assert np.linalg.norm(score) == pytest.approx(1.0)
     for layer in attention_layers(model).values():
         assert "call" not in vars(layer.output_dense)
+
+
+def test_iterative_pruning_of_the_encoder_blocks_rescores_and_equals_masking():
+    """Scores, re-scores and prunes the attention layers nested in the BERT encoder's blocks."""
+    keras.utils.set_random_seed(4)
+    encoder = build_bert_encoder(50, 2, 4, 16, 32, head_mask=True)
+    probe = keras.layers.Dense(3, activation="softmax")(encoder.output["sentence_embedding"])
+    classifier = keras.Model(encoder.input, probe)
+    x = {
+        "token_ids": RNG.integers(1, 50, (4, 6)).astype("int32"),
+        "padding_mask": np.ones((4, 6), "int32"),
+        "segment_ids": np.zeros((4, 6), "int32"),
+        "head_mask": np.ones((4, 2, 4), "float32"),
+    }
+    data = [(x, np.array([0, 1, 2, 1]))]
+    loss = keras.losses.SparseCategoricalCrossentropy()
+    rescored = []
+
+    def rescore(pruned):
+        rescored.append({name: layer.num_heads for name, layer in attention_layers(pruned).items()})
+        return head_importance(pruned, data, loss)
+
+    def masked(removed):
+        mask = np.broadcast_to(head_mask_array(classifier, removed), (4, 2, 4))
+        return {**x, "head_mask": mask}
+
+    scores = head_importance(classifier, data, loss)
+    assert list(scores) == ["layer_0/attention", "layer_1/attention"]
+    _, steps = iterative_pruning(classifier, scores, [0.25, 0.5], rescore, dict)
+    # The pruned model keeps the attention names, so its scores map back to `scores`.
+    assert rescored == [{name: 4 - len(steps[0].get(name, [])) for name in scores}]
+    assert [sum(map(len, step.values())) for step in steps] == [2, 4]
+    pruned = prune_heads(classifier, steps[-1])
+    np.testing.assert_allclose(pruned(masked(steps[-1])), classifier(masked(steps[-1])), atol=1e-5)
 
 
 def test_requires_attention_layers():

@@ -3,11 +3,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attn.layers import MultiHeadSelfAttention
-from keras_attn.models import build_bert_encoder, build_vision_transformer
-from keras_attn.pruning import prune_heads
+from keras_attn.layers import ConvolutionalSelfAttention, MultiHeadSelfAttention, TransformerBlock
+from keras_attn.models import build_bert_encoder, build_t2t_vit, build_vision_transformer
+from keras_attn.pruning import attention_layers, prune_heads
 
-HEADS = {"layer_0_attention": [0, 2], "layer_1_attention": [1, 2, 3]}
+HEADS = {"layer_0/attention": [0, 2], "layer_1/attention": [1, 2, 3]}
+ROWS = {"layer_0/attention": 0, "layer_1/attention": 1}
 
 
 def _encoder(**kwargs):
@@ -31,22 +32,31 @@ def _inputs(head_mask):
 def _mask(heads, shape):
     mask = np.ones(shape, "float32")
     for name, removed in heads.items():
-        mask[int(name.split("_")[1]), removed] = 0.0
+        mask[ROWS[name], removed] = 0.0
     return mask
 
 
-def test_pruned_core_model_equals_masked_model(tmp_path):
+def test_pruned_encoder_blocks_equal_the_masked_model(tmp_path):
+    """The attention layers nested in the BERT encoder's blocks lose their heads."""
     model = _encoder(output_hidden_states=True, head_mask=True)
     pruned = prune_heads(model, HEADS)
-    assert [pruned.get_layer(f"layer_{i}_attention").num_heads for i in range(2)] == [2, 1]
-    assert model.get_layer("layer_0_attention").num_heads == 4
+    assert list(attention_layers(pruned)) == list(attention_layers(model))
+    assert [pruned.get_layer(f"layer_{i}").attention.num_heads for i in range(2)] == [2, 1]
+    assert model.get_layer("layer_0").attention.num_heads == 4
+    attention = pruned.get_layer("layer_1").attention
+    shapes = [
+        tuple(dense.kernel.shape) for dense in (attention.query_dense, attention.output_dense)
+    ]
+    assert shapes == [(16, 1, 4), (1, 4, 16)]
+    assert tuple(attention.value_dense.bias.shape) == (1, 4)
+    # Five heads of 4 dimensions go: query, key, value and output kernels and q/k/v biases.
     assert pruned.count_params() == model.count_params() - 5 * (4 * 16 * 4 + 3 * 4)
     masked = _inputs(_mask(HEADS, (2, 4)))
     expected = model(masked)
     outputs = pruned(masked)
     np.testing.assert_allclose(outputs["hidden_states"], expected["hidden_states"], atol=1e-5)
     # The head mask still applies to the kept heads.
-    partly = _mask({"layer_0_attention": [0, 1, 2]}, (2, 4))
+    partly = _mask({"layer_0/attention": [0, 1, 2]}, (2, 4))
     partly[1, 1:] = 0.0
     np.testing.assert_allclose(
         pruned(_inputs(partly))["sequence_output"],
@@ -93,23 +103,83 @@ def test_pruned_model_with_core_attention_scores_output():
     assert pruned(np.zeros((1, 4, 8)))[1].shape == (1, 3, 4, 4)
 
 
+def _zero_heads(attention, removed):
+    """Zeroes the output-kernel rows of `removed` heads: a head mask of 0 on them."""
+    kernel = attention.output_dense.kernel
+    zeroed = keras.ops.convert_to_numpy(kernel).copy()
+    zeroed[removed] = 0.0
+    kernel.assign(zeroed)
+
+
+def test_pruned_vision_transformer_equals_zeroed_heads():
+    keras.utils.set_random_seed(2)
+    model = build_vision_transformer((8, 8), 3, patch_size=4, dim=12, depth=2, num_heads=3)
+    heads = {"block_0/attention": [1], "block_1/attention": [0, 2]}
+    pruned = prune_heads(model, heads)
+    assert [pruned.get_layer(f"block_{i}").num_heads for i in range(2)] == [2, 1]
+    assert tuple(pruned.get_layer("block_1").attention.key_dense.kernel.shape) == (12, 1, 4)
+    for name, removed in heads.items():
+        _zero_heads(attention_layers(model)[name], removed)
+    images = np.random.default_rng(3).normal(size=(2, 8, 8)).astype("float32")
+    np.testing.assert_allclose(pruned(images), model(images), atol=1e-5)
+
+
+def test_pruned_t2t_vit_blocks_equal_zeroed_heads_and_token_layers_are_refused():
+    keras.utils.set_random_seed(4)
+    model = build_t2t_vit(
+        (12, 12),
+        3,
+        variant=None,
+        embed_dim=16,
+        depth=2,
+        num_heads=4,
+        mlp_ratio=2.0,
+        token_layer="transformer",
+        token_dim=4,
+        kernel_sizes=(3, 3, 3),
+        strides=(2, 1, 1),
+        paddings=(1, 1, 1),
+    )
+    pruned = prune_heads(model, {"block_1/attention": [0, 3]})
+    attention = pruned.get_layer("block_1").attention
+    assert attention.num_heads == 2 and attention.query_dense.bias is None
+    _zero_heads(model.get_layer("block_1").attention, [0, 3])
+    images = np.random.default_rng(5).normal(size=(2, 12, 12)).astype("float32")
+    np.testing.assert_allclose(pruned(images), model(images), atol=1e-5)
+    token_attention = next(name for name in attention_layers(model) if "token_layer" in name)
+    with pytest.raises(ValueError, match="top-level TransformerBlocks"):
+        prune_heads(model, {token_attention: [0]})
+
+
+def test_pruned_block_with_given_convolutional_attention_equals_masked_block():
+    """A block's given attention is rebuilt from its config; its conv kernels lose heads."""
+    keras.utils.set_random_seed(6)
+    x = keras.Input((6, 8))
+    head_mask = keras.Input((4,))
+    attention = ConvolutionalSelfAttention(4, 2, kernel_size=3, name="attention")
+    block = TransformerBlock(mlp_dim=16, attention=attention, name="block")
+    model = keras.Model([x, head_mask], block(x, head_mask=head_mask))
+    pruned = prune_heads(model, {"block/attention": [1, 2]})
+    kernel = pruned.get_layer("block").attention.query_dense.kernel
+    assert isinstance(pruned.get_layer("block").attention, ConvolutionalSelfAttention)
+    assert tuple(kernel.shape) == (3, 8, 2, 2)
+    inputs = np.random.default_rng(7).normal(size=(2, 6, 8)).astype("float32")
+    mask = np.array([[1.0, 0.0, 0.0, 1.0], [0.5, 0.0, 0.0, 2.0]], "float32")
+    np.testing.assert_allclose(pruned([inputs, mask]), model([inputs, mask]), atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "heads, message",
     [
-        ({"layer_9_attention": [0]}, "Received: heads with 'layer_9_attention'"),
-        ({"layer_0_attention": [4]}, r"Received: heads\['layer_0_attention'\]=\[4\]"),
-        ({"layer_0_attention": [0, 1, 2, 3]}, "removes all 4 heads"),
+        ({"layer_9/attention": [0]}, "Received: heads with 'layer_9/attention'"),
+        ({"layer_0": [0]}, "Received: heads with 'layer_0'"),
+        ({"layer_0/attention": [4]}, r"Received: heads\['layer_0/attention'\]=\[4\]"),
+        ({"layer_0/attention": [0, 1, 2, 3]}, "removes all 4 heads"),
     ],
 )
 def test_bad_heads(heads, message):
     with pytest.raises(ValueError, match=message):
         prune_heads(_encoder(), heads)
-
-
-def test_nested_attention_is_refused():
-    model = build_vision_transformer((8, 8), 3, patch_size=4, dim=8, depth=1, num_heads=2)
-    with pytest.raises(ValueError, match="top-level attention layers"):
-        prune_heads(model, {"block_0/attention": [0]})
 
 
 def test_subclassed_model_is_refused():

@@ -22,8 +22,8 @@ def test_small_heads_reproduction(tmp_path, monkeypatch):
     # Nothing is pruned at 0%, so every ordering starts from the same model.
     assert len({curve[0] for curve in accuracy.values()}) == 1
     assert all(len(curve) == len(results["fractions"]) for curve in accuracy.values())
-    assert list(results["single_head_ablation_accuracy"]) == ["layer_5_attention"]
-    assert len(results["single_head_ablation_accuracy"]["layer_5_attention"]) == 12
+    assert list(results["single_head_ablation_accuracy"]) == ["layer_5/attention"]
+    assert len(results["single_head_ablation_accuracy"]["layer_5/attention"]) == 12
     parameters = [row["parameters"] for row in results["throughput"]]
     # Half of the 72 heads go: 36 x (3 x (384 x 32 + 32) + 32 x 384) parameters.
     assert parameters[0] - parameters[1] == 36 * (3 * (384 * 32 + 32) + 32 * 384)
