@@ -17,7 +17,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from keras_attn.models import build_minilm_encoder  # noqa: E402
+from keras_attn.pretrained import build_minilm_encoder  # noqa: E402
 from keras_attn.pruning import measure_throughput, prune_heads, select_heads  # noqa: E402
 
 

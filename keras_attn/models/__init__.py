@@ -11,7 +11,6 @@ from keras_attn.models.exact_formal_languages import (
     build_exact_parity_transformer,
 )
 from keras_attn.models.logsparse_forecaster import build_logsparse_forecaster
-from keras_attn.models.minilm_encoder import build_minilm_encoder
 from keras_attn.models.t2t_vit import T2T_VIT_VARIANTS, build_t2t_vit
 from keras_attn.models.vision_transformer import build_vision_transformer
 
@@ -27,7 +26,6 @@ __all__ = [
     "build_exact_first_transformer",
     "build_exact_parity_transformer",
     "build_logsparse_forecaster",
-    "build_minilm_encoder",
     "build_sasrec",
     "build_t2t_vit",
     "build_vision_transformer",

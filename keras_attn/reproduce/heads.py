@@ -19,8 +19,7 @@ import keras
 import numpy as np
 
 from keras_attn.datasets import KJV_SECTIONS, load_kjv_sections
-from keras_attn.models import build_minilm_encoder
-from keras_attn.pretrained import load_minilm_weights
+from keras_attn.pretrained import build_minilm_encoder, load_minilm_weights
 from keras_attn.pruning import (
     head_importance,
     head_mask_array,

@@ -144,7 +144,7 @@ def minilm_experiment(num_topics, words_per_topic, num_passages, seed):
 def _minilm_attention(weights, vocabulary_topics, num_passages, seed, words_per_passage=96):
     """Head-averaged topic attention statistics of each MiniLM layer on Austen passages."""
     from keras_attn.datasets.jane_austen import load_jane_austen, split_chapters
-    from keras_attn.models import build_minilm_encoder
+    from keras_attn.pretrained import build_minilm_encoder
     from keras_attn.text import WordPieceTokenizer
 
     words = " ".join(
