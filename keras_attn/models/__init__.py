@@ -12,13 +12,14 @@ from keras_attn.models.exact_formal_languages import (
 )
 from keras_attn.models.logsparse_forecaster import build_logsparse_forecaster
 from keras_attn.models.t2t_vit import T2T_VIT_VARIANTS, build_t2t_vit
-from keras_attn.models.vision_transformer import build_vision_transformer
+from keras_attn.models.vision_transformer import VIT_VARIANTS, build_vision_transformer
 
 __all__ = [
     "AdaViT",
     "AdaViTFastPath",
     "FastPathResult",
     "T2T_VIT_VARIANTS",
+    "VIT_VARIANTS",
     "build_bert_encoder",
     "build_bit_string_classifier",
     "build_bsarec",

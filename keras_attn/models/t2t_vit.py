@@ -21,21 +21,32 @@ from keras_attn.layers import (
     T2TModule,
     TransformerBlock,
 )
-from keras_attn.models.vision_transformer import drop_path_rates
+from keras_attn.models.vision_transformer import drop_path_rates, variant_sizes
 from keras_attn.utils.validation import check_choice, check_int
 
+
+def _variant(embed_dim, depth, num_heads, mlp_ratio, token_layer):
+    return {
+        "embed_dim": embed_dim,
+        "depth": depth,
+        "num_heads": num_heads,
+        "mlp_ratio": mlp_ratio,
+        "token_layer": token_layer,
+    }
+
+
 T2T_VIT_VARIANTS = {
-    "t2t_vit_7": {"embed_dim": 256, "depth": 7, "num_heads": 4, "mlp_ratio": 2.0},
-    "t2t_vit_10": {"embed_dim": 256, "depth": 10, "num_heads": 4, "mlp_ratio": 2.0},
-    "t2t_vit_12": {"embed_dim": 256, "depth": 12, "num_heads": 4, "mlp_ratio": 2.0},
-    "t2t_vit_14": {"embed_dim": 384, "depth": 14, "num_heads": 6, "mlp_ratio": 3.0},
-    "t2t_vit_19": {"embed_dim": 448, "depth": 19, "num_heads": 7, "mlp_ratio": 3.0},
-    "t2t_vit_24": {"embed_dim": 512, "depth": 24, "num_heads": 8, "mlp_ratio": 3.0},
-    "t2t_vit_t_14": {"embed_dim": 384, "depth": 14, "num_heads": 6, "mlp_ratio": 3.0},
-    "t2t_vit_t_19": {"embed_dim": 448, "depth": 19, "num_heads": 7, "mlp_ratio": 3.0},
-    "t2t_vit_t_24": {"embed_dim": 512, "depth": 24, "num_heads": 8, "mlp_ratio": 3.0},
+    "t2t_vit_7": _variant(256, 7, 4, 2.0, "performer"),
+    "t2t_vit_10": _variant(256, 10, 4, 2.0, "performer"),
+    "t2t_vit_12": _variant(256, 12, 4, 2.0, "performer"),
+    "t2t_vit_14": _variant(384, 14, 6, 3.0, "performer"),
+    "t2t_vit_19": _variant(448, 19, 7, 3.0, "performer"),
+    "t2t_vit_24": _variant(512, 24, 8, 3.0, "performer"),
+    "t2t_vit_t_14": _variant(384, 14, 6, 3.0, "transformer"),
+    "t2t_vit_t_19": _variant(448, 19, 7, 3.0, "transformer"),
+    "t2t_vit_t_24": _variant(512, 24, 8, 3.0, "transformer"),
 }
-"""Backbone of each paper variant; `t2t_vit_t_*` use transformer token layers."""
+"""Backbone sizes and T2T token layer of each paper variant (Yuan et al., Table 1)."""
 
 # Layer norms of the official code use PyTorch's default epsilon.
 LAYER_NORM_EPSILON = 1e-5
@@ -88,8 +99,9 @@ def build_t2t_vit(
         depth: int, number of transformer blocks.
         num_heads: int, attention heads per block.
         mlp_ratio: float, MLP hidden size as a multiple of `embed_dim`.
-        token_layer: `"performer"` or `"transformer"`. Defaults to
-            `"transformer"` for the `t2t_vit_t_*` variants, else `"performer"`.
+        token_layer: `"performer"` or `"transformer"`, the token layers of
+            the T2T module. Defaults to the variant's (`"transformer"` for
+            the `t2t_vit_t_*` variants), `"performer"` without a variant.
         token_dim: int, token size inside the T2T module.
         kernel_sizes: three ints, windows of the soft splits.
         strides: three ints, steps of the soft splits.
@@ -187,20 +199,22 @@ def _tokenizer(tokenizer, patch_size, sizes, token_dim, kernel_sizes, strides, p
 
 
 def _resolve_sizes(variant, embed_dim, depth, num_heads, mlp_ratio, token_layer):
-    if variant is not None and variant not in T2T_VIT_VARIANTS:
-        raise ValueError(
-            f"`variant` must be one of {sorted(T2T_VIT_VARIANTS)} or None. "
-            f"Received: variant={variant!r}"
-        )
-    given = {"embed_dim": embed_dim, "depth": depth, "num_heads": num_heads, "mlp_ratio": mlp_ratio}
-    sizes = dict(T2T_VIT_VARIANTS.get(variant, {}))
-    sizes.update({key: value for key, value in given.items() if value is not None})
+    sizes = variant_sizes(
+        T2T_VIT_VARIANTS,
+        variant,
+        embed_dim=embed_dim,
+        depth=depth,
+        num_heads=num_heads,
+        mlp_ratio=mlp_ratio,
+        token_layer=token_layer,
+    )
     for key in ("embed_dim", "depth", "num_heads"):
         value = sizes.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"`{key}` must be a positive integer. Received: {key}={value!r}")
     if not sizes.get("mlp_ratio", 0) > 0:
-        raise ValueError(f"`mlp_ratio` must be positive. Received: mlp_ratio={mlp_ratio!r}")
-    default_layer = "transformer" if (variant or "").startswith("t2t_vit_t_") else "performer"
-    sizes["token_layer"] = token_layer or default_layer
+        raise ValueError(
+            f"`mlp_ratio` must be positive. Received: mlp_ratio={sizes.get('mlp_ratio')!r}"
+        )
+    sizes.setdefault("token_layer", "performer")
     return sizes

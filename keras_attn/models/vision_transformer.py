@@ -1,8 +1,9 @@
-"""A small Vision Transformer builder (Dosovitskiy et al., 2021).
+"""A Vision Transformer builder (Dosovitskiy et al., 2021).
 
 Patch embedding, learned or fixed 2D sine-cosine positions, a class token,
 pre-norm `TransformerBlock`s on the library's attention core and a linear
-head on the class token. Later models (AdaViT, T2T-ViT) reuse its pieces.
+head on the class token, in the standard sizes of `VIT_VARIANTS` or any
+other. Later models (AdaViT, T2T-ViT) reuse its pieces.
 """
 
 import keras
@@ -17,6 +18,41 @@ from keras_attn.layers import (
 from keras_attn.utils.validation import check_rate
 
 POSITION_EMBEDDINGS = ("learned", "sincos")
+VIT_VARIANTS = {
+    "vit_tiny": {"dim": 192, "depth": 12, "num_heads": 3, "mlp_ratio": 4.0},
+    "vit_small": {"dim": 384, "depth": 12, "num_heads": 6, "mlp_ratio": 4.0},
+    "vit_base": {"dim": 768, "depth": 12, "num_heads": 12, "mlp_ratio": 4.0},
+}
+"""Sizes of the standard models ViT-Ti, ViT-S and ViT-B (Dosovitskiy et al.; Touvron et al.)."""
+# The sizes of `variant=None`: a small ViT for images of about 32 pixels.
+DEFAULT_SIZES = {"dim": 64, "depth": 4, "num_heads": 4, "mlp_ratio": 2.0}
+
+
+def variant_sizes(variants, variant, **given):
+    """The sizes of a registered variant, overridden by the sizes that are given.
+
+    Args:
+        variants: dict `variant name -> dict of sizes`, a registry such as
+            `VIT_VARIANTS` or `T2T_VIT_VARIANTS`.
+        variant: a key of `variants`, or `None` for no registered sizes.
+        **given: sizes passed by the caller; those that are `None` keep the
+            variant's.
+
+    Returns:
+        A new dict of sizes.
+
+    Example:
+
+    >>> variant_sizes(VIT_VARIANTS, "vit_small", depth=6, dim=None)
+    {'dim': 384, 'depth': 6, 'num_heads': 6, 'mlp_ratio': 4.0}
+    """
+    if variant is not None and variant not in variants:
+        raise ValueError(
+            f"`variant` must be one of {sorted(variants)} or None. Received: variant={variant!r}"
+        )
+    sizes = dict(variants.get(variant, {}))
+    sizes.update({name: value for name, value in given.items() if value is not None})
+    return sizes
 
 
 def drop_path_rates(drop_path_rate, depth):
@@ -47,11 +83,12 @@ def drop_path_rates(drop_path_rate, depth):
 def build_vision_transformer(
     image_shape,
     num_classes,
+    variant=None,
     patch_size=4,
-    dim=64,
-    depth=4,
-    num_heads=4,
-    mlp_ratio=2.0,
+    dim=None,
+    depth=None,
+    num_heads=None,
+    mlp_ratio=None,
     dropout=0.0,
     position_embedding="learned",
     drop_path_rate=0.0,
@@ -59,9 +96,17 @@ def build_vision_transformer(
 ):
     """Builds a ViT classifier as a functional Keras model.
 
+    `variant` picks the sizes of a standard model (see `VIT_VARIANTS`:
+    `"vit_tiny"`, `"vit_small"`, `"vit_base"`); any of `dim`, `depth`,
+    `num_heads` and `mlp_ratio` overrides them. Without a variant the sizes
+    default to a small ViT (`dim=64`, `depth=4`, `num_heads=4`,
+    `mlp_ratio=2`). The patch size is not part of a variant: ViT-S/16 is
+    `variant="vit_small", patch_size=16`.
+
     Args:
         image_shape: `(height, width)` or `(height, width, channels)`.
         num_classes: int, size of the softmax output.
+        variant: a key of `VIT_VARIANTS`, or `None`.
         patch_size: int, side of the square patches.
         dim: int, token size.
         depth: int, number of transformer blocks.
@@ -83,7 +128,21 @@ def build_vision_transformer(
     >>> model = build_vision_transformer((28, 28), 10, patch_size=7, dim=32, depth=2)
     >>> model(np.zeros((2, 28, 28))).shape
     (2, 10)
+    >>> vit_ti16 = build_vision_transformer((224, 224, 3), 1000, "vit_tiny", patch_size=16)
+    >>> vit_ti16.count_params()  # ViT-Ti/16, 5.7M as in DeiT
+    5717416
+
+    References:
+        - [Dosovitskiy et al., 2021](https://arxiv.org/abs/2010.11929)
+        - [Touvron et al., 2021, DeiT](https://arxiv.org/abs/2012.12877) (ViT-Ti, ViT-S)
     """
+    sizes = {
+        **DEFAULT_SIZES,
+        **variant_sizes(
+            VIT_VARIANTS, variant, dim=dim, depth=depth, num_heads=num_heads, mlp_ratio=mlp_ratio
+        ),
+    }
+    dim, depth = sizes["dim"], sizes["depth"]
     if position_embedding not in POSITION_EMBEDDINGS:
         raise ValueError(
             f"`position_embedding` must be one of {POSITION_EMBEDDINGS}. "
@@ -104,8 +163,8 @@ def build_vision_transformer(
         x = SinCosPositionEmbedding2D(grid, num_prefix_tokens=1, name="position_embedding")(x)
     for index, rate in enumerate(drop_path_rates(drop_path_rate, depth)):
         x = TransformerBlock(
-            num_heads,
-            int(dim * mlp_ratio),
+            sizes["num_heads"],
+            int(dim * sizes["mlp_ratio"]),
             dropout=dropout,
             drop_path_rate=rate,
             name=f"block_{index}",

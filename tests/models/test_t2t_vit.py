@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from keras_attn.layers import T2TModule, TokenPerformer, TokenTransformer
-from keras_attn.models import build_t2t_vit, build_vision_transformer
+from keras_attn.models import T2T_VIT_VARIANTS, build_t2t_vit, build_vision_transformer
 from keras_attn.utils import count_macs
 
 # Paper, Table 2 and 4: parameters (millions) and MACs (billions) at 224 px, 1000 classes.
@@ -59,16 +59,6 @@ def official_parameter_count(variant):
     return t2t + backbone + linear(embed_dim, 1000)
 
 
-@pytest.fixture
-def zero_initialised(monkeypatch):
-    """Skips random initialisation: building the big models only to count them stays cheap."""
-    monkeypatch.setattr(
-        keras.initializers.GlorotUniform,
-        "__call__",
-        lambda self, shape, dtype=None: keras.ops.zeros(shape, dtype),
-    )
-
-
 @pytest.mark.parametrize("variant", sorted(PAPER))
 def test_parameters_and_macs_match_the_paper(variant, zero_initialised):
     model = build_t2t_vit((224, 224, 3), 1000, variant=variant)
@@ -121,10 +111,25 @@ def test_variant_defaults_and_overrides():
     assert module.embed_dim == 384 and model.get_layer("block_0").num_heads == 6
     assert model.get_layer("block_0").mlp_dim == 1152
     assert model.name == "t2t_vit_t_14"
+    performer = build_t2t_vit((32, 32, 3), 5, variant="t2t_vit_7", depth=1, token_dim=8)
+    assert performer.get_layer("tokens_to_token").token_layer == "performer"
+    swapped = build_t2t_vit(
+        (32, 32, 3), 5, variant="t2t_vit_7", depth=1, token_dim=8, token_layer="transformer"
+    )
+    assert swapped.get_layer("tokens_to_token").token_layer == "transformer"
+
+
+def test_each_variant_stores_its_sizes_and_token_layer():
+    for name, variant in T2T_VIT_VARIANTS.items():
+        assert set(variant) == {"embed_dim", "depth", "num_heads", "mlp_ratio", "token_layer"}
+        # The paper's T2T-ViT_t-* use transformer token layers, the others Performers.
+        expected = "transformer" if name.startswith("t2t_vit_t_") else "performer"
+        assert variant["token_layer"] == expected, name
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError, match="Received: variant='t2t_vit_8'"):
+    listed = r"'t2t_vit_t_24'\] or None\. "
+    with pytest.raises(ValueError, match=listed + "Received: variant='t2t_vit_8'"):
         build_t2t_vit(variant="t2t_vit_8")
     with pytest.raises(ValueError, match="Received: embed_dim=None"):
         build_t2t_vit(variant=None, depth=2, num_heads=2, mlp_ratio=2.0)
