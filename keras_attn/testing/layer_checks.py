@@ -93,6 +93,12 @@ class LayerChecks:
         num_params: int, the number of scalars in the layer's weights
             (trainable or not), as derived from its definition; required by
             the `weight_count` check.
+        mixed_precision_on_jax: bool, whether the mixed-precision checks
+            also run on JAX. They run on TensorFlow and torch for every
+            layer; JAX compiles every eager op again for each dtype, so a
+            mixed check costs 5-30 s there, and only the layers that hold
+            mixed-precision code of their own (the attention core's float32
+            softmax, on each of its paths) set it.
     """
 
     CHECKS = (
@@ -123,6 +129,7 @@ class LayerChecks:
         bad_init_kwargs=(),
         atol=1e-5,
         num_params=None,
+        mixed_precision_on_jax=False,
     ):
         self.layer_cls = layer_cls
         self.init_kwargs = dict(init_kwargs)
@@ -136,11 +143,14 @@ class LayerChecks:
         self.bad_init_kwargs = list(bad_init_kwargs)
         self.atol = atol
         self.num_params = num_params
+        self.mixed_precision_on_jax = mixed_precision_on_jax
 
     def run(self, check, tmp_path):
         """Runs the check named `check`; `tmp_path` is a scratch folder."""
         if check not in self.CHECKS:
             raise ValueError(f"`check` must be one of {self.CHECKS}. Received: check={check!r}")
+        if check.startswith("mixed") and _on_jax() and not self.mixed_precision_on_jax:
+            raise unittest.SkipTest("Mixed precision of this layer is checked on TF and torch.")
         keras.utils.set_random_seed(0)
         args = (tmp_path,) if check in NEEDS_FOLDER else ()
         getattr(self, f"check_{check}")(*args)
@@ -202,17 +212,17 @@ class LayerChecks:
         model, clone_model = self.make_model(layer), self.make_model(clone)
         clone_model.set_weights(model.get_weights())
         args = self._model_args(data)
-        self._assert_same_outputs(clone_model(args), model(args))
+        self._assert_same_outputs(_forward(clone_model, args), _forward(model, args))
 
     def check_keras_save_load(self, tmp_path):
         model = self.make_model()
         data = self._model_args(self.make_inputs())
-        expected = model(data)
+        expected = _forward(model, data)
         path = str(tmp_path / "model.keras")
         model.save(path)
         reloaded = keras.models.load_model(path)
         assert any(type(layer) is self.layer_cls for layer in reloaded.layers)
-        self._assert_same_outputs(reloaded(data), expected)
+        self._assert_same_outputs(_forward(reloaded, data), expected)
 
     def check_functional_symbolic(self):
         model = self.make_model(dynamic=True)
@@ -282,7 +292,7 @@ class LayerChecks:
         reloaded = tf.saved_model.load(path)
         for size in self._serving_sizes():
             data = self._model_args(self.make_inputs(size, seed=1))
-            self._assert_same_outputs(reloaded.serve(data), model(data), atol=1e-4)
+            self._assert_same_outputs(reloaded.serve(data), _forward(model, data), atol=1e-4)
 
     def _serving_sizes(self):
         """The test size and, with dynamic axes, twice it plus one.
@@ -428,6 +438,26 @@ def _reload_process():
     )
     atexit.register(_RELOAD["process"].kill)
     return _RELOAD["process"]
+
+
+def _on_jax():
+    return keras.backend.backend() == "jax"
+
+
+def _forward(model, args):
+    """The model's inference outputs; on JAX compiled, as `predict` runs them.
+
+    JAX compiles every eager op anew for each shape and dtype, so an eager
+    forward pass of a composite layer costs seconds there, a compiled one a
+    fraction of that; Keras runs JAX models compiled in `fit`, `evaluate`
+    and `predict` by default. `check_functional_symbolic` and the
+    mixed-precision checks call the model eagerly on every backend (under
+    `jax.jit` on the CPU, XLA refuses the float16 matmul with a float32
+    result that the fused attention asks for).
+    """
+    if _on_jax():
+        return model.predict_on_batch(args)
+    return model(args)
 
 
 def _as_list(value):

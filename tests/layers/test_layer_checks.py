@@ -48,6 +48,7 @@ def _checks(layer_cls, **kwargs):
         {"num_heads": 2, "key_dim": 4, **kwargs},
         input_shape=(2, 6, 8),
         num_params=attention_num_params(8, 2, 4),
+        mixed_precision_on_jax=True,
     )
 
 

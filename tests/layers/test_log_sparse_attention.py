@@ -53,6 +53,9 @@ CHECKS = {
             {"kernel_size": 0},
             {"attention_pattern": "causal"},
         ],
+        # The gather path's float32 softmax; the other variants run the same
+        # float ops with other offsets.
+        mixed_precision_on_jax=True,
     ),
     "restart": LayerChecks(
         LogSparseAttention,
@@ -76,17 +79,7 @@ CHECKS = {
 @pytest.mark.parametrize("check", LayerChecks.CHECKS)
 @pytest.mark.parametrize("layer", sorted(CHECKS))
 def test_layer_contract(layer, check, tmp_path):
-    if layer in ("pure", "restart") and check.startswith("mixed") and _on_jax():
-        pytest.skip("On JAX, logsparse_conv covers the mixed-precision gather path.")
     CHECKS[layer].run(check, tmp_path)
-
-
-def _on_jax():
-    # JAX compiles each eager op for every dtype, so a mixed-precision check
-    # costs 4-12 s there. The pure and restart variants run the float ops of
-    # logsparse_conv's gather path with other integer offsets; TensorFlow and
-    # torch run their mixed-precision checks too.
-    return keras.backend.backend() == "jax"
 
 
 def _inputs(shape=(2, 33, 8), seed=0):

@@ -33,6 +33,7 @@ DENSE_CHECKS = LayerChecks(
     extra_inputs={"head_mask": (2,)},
     num_params=attention_num_params(8, 2, 4),
     bad_init_kwargs=BAD_ARGUMENTS,
+    mixed_precision_on_jax=True,
 )
 SPARSE_CHECKS = LayerChecks(
     MultiHeadSelfAttention,
@@ -49,6 +50,7 @@ SPARSE_CHECKS = LayerChecks(
     expected_output_shape=(2, 6, 5),
     extra_inputs={"head_mask": (2,)},
     num_params=attention_num_params(8, 2, 4, output_dim=5),
+    mixed_precision_on_jax=True,
 )
 
 

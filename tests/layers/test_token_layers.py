@@ -1,6 +1,5 @@
 import math
 
-import keras
 import numpy as np
 import pytest
 
@@ -74,12 +73,6 @@ def test_transformer_contract(check, tmp_path):
 
 @pytest.mark.parametrize("check", LayerChecks.CHECKS)
 def test_t2t_module_contract(check, tmp_path):
-    # JAX compiles each eager op for every dtype: the module's mixed-precision
-    # checks cost 16-47 s there. Its soft splits, token transformers and dense
-    # projection pass their own mixed-precision checks on JAX; TensorFlow and
-    # torch check the whole module too.
-    if check.startswith("mixed") and keras.backend.backend() == "jax":
-        pytest.skip("On JAX, the parts of the module cover mixed precision.")
     MODULE_CHECKS.run(check, tmp_path)
 
 

@@ -100,16 +100,7 @@ ATTENTION_HOOK = LayerChecks(
 @pytest.mark.parametrize("check", LayerChecks.CHECKS)
 @pytest.mark.parametrize("layer", sorted(CHECKS))
 def test_layer_contract(layer, check, tmp_path):
-    if layer == "post_norm_block" and check.startswith("mixed") and _on_jax():
-        pytest.skip("On JAX, the pre-norm block covers the mixed-precision block.")
     CHECKS[layer].run(check, tmp_path)
-
-
-def _on_jax():
-    # JAX compiles each eager op for every dtype, so a mixed-precision block
-    # check costs 6-19 s there. The post-norm block runs the sublayers of the
-    # pre-norm block in another order; TensorFlow and torch check both.
-    return keras.backend.backend() == "jax"
 
 
 @pytest.mark.parametrize(
