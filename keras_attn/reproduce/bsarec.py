@@ -14,14 +14,11 @@ import time
 import keras
 import numpy as np
 
-from keras_attn.datasets import load_movielens_100k
 from keras_attn.models import build_bsarec, build_sasrec
 from keras_attn.recommendation import (
     RankingEarlyStopping,
     evaluate_full_ranking,
-    index_items,
-    leave_one_out_split,
-    user_sequences,
+    movielens_100k_split,
 )
 from keras_attn.reproduce._run import mean_and_std
 from keras_attn.utils import finish_run, is_small_run
@@ -72,14 +69,6 @@ def add_arguments(parser):
     )
 
 
-def load_split(max_length, users=None):
-    """Leave-one-out split of MovieLens-100K, optionally of its first `users` users."""
-    ratings = load_movielens_100k()
-    items, vocabulary = index_items(ratings["item_id"])
-    _, sequences = user_sequences(ratings["user_id"], items, ratings["timestamp"])
-    return leave_one_out_split(sequences[:users], max_length), len(vocabulary)
-
-
 def train_and_test(model, split, epochs, patience, learning_rate, batch_size, jit_compile=False):
     """Trains with cross-entropy and early stopping; returns test metrics and the log."""
     model.compile(
@@ -127,7 +116,7 @@ def run(args):
     epochs = args.epochs or setting["epochs"]
     patience = args.patience or setting["patience"]
     max_length = args.max_length or setting["max_length"]
-    split, num_items = load_split(max_length, setting["users"])
+    split, num_items = movielens_100k_split(max_length, setting["users"])
     train = {"epochs": epochs, "patience": patience, "lr": args.learning_rate}
     train["batch_size"] = args.batch_size
     grid = choose_alpha_and_cutoff(args, max_length, setting["users"], train)
@@ -208,7 +197,7 @@ def choose_alpha_and_cutoff(args, max_length, users, train):
         return None
     alphas, cutoffs = args.alphas or [args.alpha], args.cutoffs or [args.cutoff]
     grid_users = args.grid_users or users
-    split, num_items = load_split(max_length, grid_users)
+    split, num_items = movielens_100k_split(max_length, grid_users)
     train = {**train, "epochs": args.grid_epochs or train["epochs"]}
     candidates = []
     for alpha in alphas:
