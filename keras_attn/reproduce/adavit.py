@@ -12,7 +12,8 @@ import numpy as np
 from keras_attn.datasets import load_fashion_mnist
 from keras_attn.models import finetune_adavit, pretrain_vit
 from keras_attn.models.adavit_fast_path import xla_function
-from keras_attn.utils import batch_latency_ms, finish_run, is_small_run
+from keras_attn.reproduce._run import choose_setting, finish
+from keras_attn.utils import batch_latency_ms
 
 NAME = "adavit"
 HELP = "AdaViT on Fashion-MNIST: accuracy vs MACs and fast-path latency at several γ."
@@ -82,8 +83,7 @@ def usage_of(decisions):
 
 def run(args):
     started_at = time.time()
-    size = "small" if is_small_run() else "full" if args.full else "fast"
-    setting = SETTINGS[size]
+    size, setting = choose_setting(args, SETTINGS)
     (x_train, y_train), (x_test, y_test) = load_data(setting["train"], setting["test"])
     vit = pretrain_vit(x_train, y_train, 10, setting["pretrain_epochs"], seed=args.seed, **MODEL)
     models = {
@@ -125,8 +125,7 @@ def run(args):
     results["latency_ms"] = _latency(vit, fast_paths, x_test, setting)
     figure = _figure(results, x_test[:6], examples)
     _print_summary(results)
-    paths = finish_run(args.out, NAME, results, figure, started_at=started_at, setting=size)
-    return paths
+    return finish(args, NAME, results, figure, started_at=started_at, setting=size)
 
 
 def _latency(vit, fast_paths, images, setting):

@@ -20,18 +20,19 @@ from keras_attn.recommendation import (
     evaluate_full_ranking,
     movielens_100k_split,
 )
-from keras_attn.reproduce._run import mean_and_std
-from keras_attn.utils import finish_run, is_small_run
+from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
 
 NAME = "bsarec"
 HELP = "BSARec vs SASRec next-item recommendation on MovieLens-100K."
 MODELS = ("SASRec", "BSARec")
 COLORS = {"SASRec": "tab:gray", "BSARec": "tab:blue"}
 METRICS = ("HR@5", "NDCG@5", "HR@10", "NDCG@10", "HR@20", "NDCG@20")
-# Fast: a quick check (the slow test runs it with 1 seed and 1 epoch). Full: the
-# official training budget, hours on 2 CPU cores.
-FAST = {"users": 200, "seeds": 2, "epochs": 2, "patience": 2, "max_length": 20}
-FULL = {"users": None, "seeds": 3, "epochs": 200, "patience": 10, "max_length": 50}
+# Fast: a quick check, also the KERAS_ATTN_SMALL size (the slow test runs it with 1
+# seed and 1 epoch). Full: the official training budget, hours on 2 CPU cores.
+SETTINGS = {
+    "fast": {"users": 200, "seeds": 2, "epochs": 2, "patience": 2, "max_length": 20},
+    "full": {"users": None, "seeds": 3, "epochs": 200, "patience": 10, "max_length": 50},
+}
 # The official grid; `--alphas` / `--cutoffs` run a part of it.
 ALPHAS = (0.1, 0.3, 0.5, 0.7, 0.9)
 CUTOFFS = (1, 3, 5, 7, 9)
@@ -111,7 +112,7 @@ def summarize(runs):
 def run(args):
     started_at = time.time()
     load_at_start = [round(value, 2) for value in os.getloadavg()]
-    setting = FULL if args.full and not is_small_run() else FAST
+    size, setting = choose_setting(args, SETTINGS)
     seeds = args.seeds or setting["seeds"]
     epochs = args.epochs or setting["epochs"]
     patience = args.patience or setting["patience"]
@@ -141,7 +142,7 @@ def run(args):
     summary = {name: summarize(runs[name]) for name in MODELS}
     print_table(summary, seeds)
     results = {
-        "setting": "full" if setting is FULL else "fast",
+        "setting": size,
         "users": len(split.test_targets),
         "items": num_items,
         "train_samples": len(split.train_targets),
@@ -163,15 +164,7 @@ def run(args):
         },
         "runs": runs,
     }
-    finish_run(
-        args.out,
-        NAME,
-        results,
-        plot(runs, summary),
-        started_at=started_at,
-        setting=results["setting"],
-    )
-    return results
+    return finish(args, NAME, results, plot(runs, summary), started_at=started_at, setting=size)
 
 
 def jit_for(args, name):
