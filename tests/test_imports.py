@@ -1,4 +1,5 @@
 import ast
+import json
 import pathlib
 
 import keras_attn
@@ -31,3 +32,39 @@ def test_utils_lists_every_lazy_export():
 
     assert sorted(utils.__all__) == sorted(utils._EXPORTS)
     assert all(callable(getattr(utils, name)) for name in utils.__all__)
+
+
+REPOSITORY = pathlib.Path(__file__).parents[1]
+# Files known to import a reproduction, each to be moved to library calls;
+# strict, so that a fixed file is noticed and taken off the list.
+KNOWN_REPRODUCTION_IMPORTS = {"notebooks/04_t2t_vit.ipynb"}
+
+
+def _code(path):
+    if path.suffix != ".ipynb":
+        return path.read_text(encoding="utf-8")
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
+def _imports_a_reproduction(path):
+    tree = ast.parse(_code(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        if any(name.startswith("keras_attn.reproduce") for name in names):
+            return True
+    return False
+
+
+def test_notebooks_and_benchmarks_import_the_library_not_the_reproductions():
+    files = sorted(REPOSITORY.glob("notebooks/*.ipynb")) + sorted(
+        REPOSITORY.glob("benchmarks/*.py")
+    )
+    assert len(files) > 10
+    offenders = {str(p.relative_to(REPOSITORY)) for p in files if _imports_a_reproduction(p)}
+    assert offenders == KNOWN_REPRODUCTION_IMPORTS

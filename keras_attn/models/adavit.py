@@ -12,6 +12,7 @@ import numpy as np
 from keras import ops
 
 from keras_attn.layers import GumbelSigmoidGate, TransformerBlock
+from keras_attn.models.vision_transformer import build_vision_transformer
 
 DECISION_KEYS = ("patches", "heads", "attention", "mlp")
 
@@ -281,3 +282,76 @@ def _transformer_blocks(backbone):
 
 def _fixed_gates(decisions, index, dtype):
     return {key: ops.cast(decisions[key][:, index], dtype) for key in DECISION_KEYS}
+
+
+def pretrain_vit(x, y, num_classes, epochs, *, seed=0, batch_size=128, learning_rate=1e-3, **vit):
+    """A ViT classifier trained from scratch, the backbone to fine-tune as an `AdaViT`.
+
+    Builds `build_vision_transformer(x.shape[1:], num_classes, **vit)` under
+    `seed` and trains it with Adam, sparse categorical cross-entropy and XLA.
+
+    Args:
+        x: numpy images, `(n, ...)` as the ViT's input.
+        y: integer labels `(n,)`.
+        num_classes: int, the classes of the softmax head.
+        epochs: int, passes over `(x, y)`.
+        seed: int, seed of the weights and the data order.
+        batch_size: int.
+        learning_rate: float, Adam's learning rate.
+        **vit: arguments of `build_vision_transformer`, such as `patch_size`.
+
+    Returns:
+        The trained functional ViT.
+
+    Example:
+
+    >>> x, y = np.zeros((8, 28, 28), "float32"), np.zeros(8, "int32")
+    >>> vit = pretrain_vit(x, y, 10, epochs=1, patch_size=7, dim=16, depth=2)
+    >>> vit.output.shape
+    (None, 10)
+    """
+    keras.utils.set_random_seed(seed)
+    vit_model = build_vision_transformer(x.shape[1:], num_classes, **vit)
+    return _fit(vit_model, x, y, epochs, batch_size, learning_rate)
+
+
+def finetune_adavit(
+    vit, x, y, target_usage, epochs, *, seed=0, batch_size=128, learning_rate=1e-3, **adavit
+):
+    """An `AdaViT` on a copy of `vit`, gates and backbone fine-tuned at a usage target.
+
+    `vit` itself is left unchanged: the AdaViT wraps a clone with its
+    weights. Trained with Adam, sparse categorical cross-entropy plus the
+    usage loss, and XLA.
+
+    Args:
+        vit: a trained functional ViT, such as `pretrain_vit` returns.
+        x: numpy images.
+        y: integer labels `(n,)`.
+        target_usage: float γ in `(0, 1]`, or a `(patches, heads, blocks)`
+            tuple of three.
+        epochs: int, passes over `(x, y)`.
+        seed: int, seed of the gates, the Gumbel noise and the data order.
+        batch_size: int.
+        learning_rate: float, Adam's learning rate.
+        **adavit: further `AdaViT` arguments, such as `gate_bias`.
+
+    Returns:
+        The fine-tuned `AdaViT`, compiled with `jit_compile=True`.
+    """
+    keras.utils.set_random_seed(seed)
+    backbone = keras.models.clone_model(vit)
+    backbone.set_weights(vit.get_weights())
+    model = AdaViT(backbone, target_usage=target_usage, seed=seed, **adavit)
+    return _fit(model, x, y, epochs, batch_size, learning_rate)
+
+
+def _fit(model, x, y, epochs, batch_size, learning_rate):
+    model.compile(
+        keras.optimizers.Adam(learning_rate),
+        "sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+        jit_compile=True,
+    )
+    model.fit(x, y, epochs=epochs, batch_size=batch_size, verbose=0)
+    return model

@@ -172,25 +172,38 @@ class AdaViTFastPath(keras.Model):
     def _mlp_branches(self, block):
         return [_unchanged] + [_mlp_branch(block, c) for c in self.token_capacities]
 
-    def run(self, images, decisions=None):
+    def run(self, images, decisions=None, batch_size=None):
         """Runs the XLA-compiled fast path on numpy inputs.
 
         Args:
             images: numpy batch of the backbone's input.
             decisions: optional fixed decisions (see `AdaViT.decide`).
+            batch_size: optional int. Runs the images in batches of this
+                size, the last one padded with zeros, so that one compiled
+                function serves any number of images; by default all images
+                form one batch (one compilation per batch size).
 
         Returns:
             A `FastPathResult`.
         """
+        batch_size = len(images) if batch_size is None else batch_size
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(
+                f"`batch_size` must be a positive int. Received: batch_size={batch_size!r}"
+            )
         key = decisions is not None
         if key not in self._compiled:
-            self._compiled[key] = xla_function(
-                self, return_decisions=True, with_decisions=decisions is not None
-            )
-        arguments = (images,) if decisions is None else (images, _as_float(decisions))
-        outputs, used = self._compiled[key](*arguments)
-        used = {k: np.asarray(v, bool) for k, v in used.items()}
-        return FastPathResult(np.asarray(outputs), used, self.macs(used))
+            self._compiled[key] = xla_function(self, return_decisions=True, with_decisions=key)
+        parts = [
+            self._compiled[key](*arguments)
+            for arguments in _padded_batches(images, decisions, batch_size)
+        ]
+        outputs = np.concatenate([part[0] for part in parts])[: len(images)]
+        used = {
+            k: np.concatenate([part[1][k] for part in parts])[: len(images)].astype(bool)
+            for k in DECISION_KEYS
+        }
+        return FastPathResult(outputs, used, self.macs(used))
 
     def macs(self, decisions):
         """Multiply-accumulates of each example under `decisions`.
@@ -441,5 +454,20 @@ def _block_macs_by_tokens(block, tokens):
     return attention, np.array(whole, "int64") - attention
 
 
-def _as_float(decisions):
-    return {key: np.asarray(value, "float32") for key, value in decisions.items()}
+def _padded_batches(images, decisions, batch_size):
+    """The call arguments of each batch: `(images,)` or `(images, decisions)`, zero-padded."""
+    for start in range(0, len(images), batch_size):
+        window = slice(start, start + batch_size)
+        padded = (_pad_rows(images[window], batch_size),)
+        if decisions is not None:
+            chunk = {
+                k: _pad_rows(np.asarray(v[window], "float32"), batch_size)
+                for k, v in decisions.items()
+            }
+            padded += (chunk,)
+        yield padded
+
+
+def _pad_rows(x, size):
+    """`x` with zero rows appended up to `size` rows."""
+    return np.concatenate([x, np.zeros((size - len(x), *x.shape[1:]), x.dtype)])

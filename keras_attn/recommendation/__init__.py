@@ -11,6 +11,7 @@ from keras_attn.recommendation.data import (
     index_items,
     leave_one_out_split,
     left_pad,
+    movielens_100k_split,
     user_sequences,
 )
 from keras_attn.recommendation.evaluation import RankingEarlyStopping, evaluate_full_ranking
@@ -31,6 +32,7 @@ __all__ = [
     "index_items",
     "leave_one_out_split",
     "left_pad",
+    "movielens_100k_split",
     "ndcg",
     "ranking_metrics",
     "target_ranks",

@@ -157,3 +157,31 @@ def leave_one_out_split(sequences, max_length=50):
         test_targets=np.asarray([s[-1] for s in sequences], np.int32),
         test_seen=[np.asarray(s[:-1]) for s in sequences],
     )
+
+
+def movielens_100k_split(max_length=50, users=None):
+    """The leave-one-out split of MovieLens-100K, as BSARec and SASRec use it.
+
+    Items get the indices of `index_items` (1682 items, 0 for padding); each
+    user's ratings, in time order, are one sequence (`user_sequences`),
+    split by `leave_one_out_split`.
+
+    Args:
+        max_length: int, width of the padded inputs.
+        users: optional int, keep only the first `users` users (in user id
+            order), for quick runs.
+
+    Returns:
+        Tuple `(split, num_items)`: a `LeaveOneOutSplit` and the number of
+        items of all of MovieLens-100K (the last valid index).
+
+    Raises:
+        DatasetNotFoundError: if the data is not installed (see
+            `keras_attn.datasets.load_movielens_100k`).
+    """
+    from keras_attn.datasets import load_movielens_100k
+
+    ratings = load_movielens_100k()
+    items, vocabulary = index_items(ratings["item_id"])
+    _, sequences = user_sequences(ratings["user_id"], items, ratings["timestamp"])
+    return leave_one_out_split(sequences[:users], max_length), len(vocabulary)

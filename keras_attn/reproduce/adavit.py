@@ -7,12 +7,13 @@ next to the full model and a random policy at the same usage.
 
 import time
 
-import keras
 import numpy as np
 
 from keras_attn.datasets import load_fashion_mnist
-from keras_attn.models import AdaViT, build_vision_transformer
-from keras_attn.utils import finish_run, is_small_run
+from keras_attn.models import finetune_adavit, pretrain_vit
+from keras_attn.models.adavit_fast_path import xla_function
+from keras_attn.reproduce._run import choose_setting, finish
+from keras_attn.utils import batch_latency_ms
 
 NAME = "adavit"
 HELP = "AdaViT on Fashion-MNIST: accuracy vs MACs and fast-path latency at several γ."
@@ -45,6 +46,7 @@ SETTINGS = {
     },
 }
 LARGE_BATCH = 64
+EVAL_BATCH = 500
 
 
 def add_arguments(parser):
@@ -62,90 +64,16 @@ def add_arguments(parser):
 
 def load_data(train, test):
     """Fashion-MNIST scaled to `[0, 1]`: `((x_train, y_train), (x_test, y_test))`."""
-    (x_train, y_train), (x_test, y_test) = load_fashion_mnist()
+    (x_train, y_train), (x_test, y_test) = load_fashion_mnist(limit=max(train, test))
     return (
         (x_train[:train].astype("float32") / 255.0, y_train[:train].astype("int32")),
         (x_test[:test].astype("float32") / 255.0, y_test[:test].astype("int32")),
     )
 
 
-def pretrain_vit(x, y, epochs, seed=0):
-    """A ViT of `MODEL` trained on `(x, y)` with XLA."""
-    keras.utils.set_random_seed(seed)
-    vit = build_vision_transformer(x.shape[1:], 10, **MODEL)
-    vit.compile(
-        keras.optimizers.Adam(1e-3),
-        "sparse_categorical_crossentropy",
-        metrics=["accuracy"],
-        jit_compile=True,
-    )
-    vit.fit(x, y, epochs=epochs, batch_size=128, verbose=0)
-    return vit
-
-
-def finetune_adavit(vit, x, y, gamma, epochs, seed=0):
-    """AdaViT on a copy of `vit`, gates and backbone fine-tuned at usage γ."""
-    keras.utils.set_random_seed(seed)
-    backbone = keras.models.clone_model(vit)
-    backbone.set_weights(vit.get_weights())
-    model = AdaViT(backbone, target_usage=gamma, seed=seed)
-    model.compile(
-        keras.optimizers.Adam(1e-3),
-        "sparse_categorical_crossentropy",
-        metrics=["accuracy"],
-        jit_compile=True,
-    )
-    model.fit(x, y, epochs=epochs, batch_size=128, verbose=0)
-    return model
-
-
-def xla_predictor(model):
-    """The model's inference as one XLA-compiled function of numpy images."""
-    import tensorflow as tf
-
-    forward = tf.function(lambda images: model(images, training=False), jit_compile=True)
-    return lambda images: forward(images).numpy()
-
-
-def compare_latency(predictors, images, batch, rounds):
-    """Median milliseconds per call of each predictor, timed in interleaved rounds.
-
-    Every round times each predictor once on the same `batch` images (a new
-    slice per round), so that load changes hit all predictors alike.
-    """
-    times = {name: [] for name in predictors}
-    for predict in predictors.values():
-        predict(images[:batch])  # warm-up and compilation
-    for index in range(rounds):
-        start = (index * batch) % (len(images) - batch + 1)
-        chunk = images[start : start + batch]
-        for name, predict in predictors.items():
-            begin = time.perf_counter()
-            predict(chunk)
-            times[name].append(time.perf_counter() - begin)
-    return {name: 1e3 * float(np.median(values)) for name, values in times.items()}
-
-
 def random_decisions(usage, like, rng):
     """Independent random decisions shaped like `like`, keep rate `usage[kind]`."""
     return {key: rng.random(value.shape) < usage[key] for key, value in like.items()}
-
-
-def predict_in_chunks(fast, images, decisions=None, chunk=500):
-    """`fast.run` over `images` in chunks: `(outputs, decisions, macs)`."""
-    parts = []
-    for start in range(0, len(images), chunk):
-        window = slice(start, start + chunk)
-        fixed = None if decisions is None else {k: v[window] for k, v in decisions.items()}
-        parts.append(fast.run(images[window], decisions=fixed))
-    return (
-        np.concatenate([part.outputs for part in parts]),
-        {
-            key: np.concatenate([part.decisions[key] for part in parts])
-            for key in parts[0].decisions
-        },
-        np.concatenate([part.macs for part in parts]),
-    )
 
 
 def usage_of(decisions):
@@ -155,12 +83,13 @@ def usage_of(decisions):
 
 def run(args):
     started_at = time.time()
-    size = "small" if is_small_run() else "full" if args.full else "fast"
-    setting = SETTINGS[size]
+    size, setting = choose_setting(args, SETTINGS)
     (x_train, y_train), (x_test, y_test) = load_data(setting["train"], setting["test"])
-    vit = pretrain_vit(x_train, y_train, setting["pretrain_epochs"], args.seed)
+    vit = pretrain_vit(x_train, y_train, 10, setting["pretrain_epochs"], seed=args.seed, **MODEL)
     models = {
-        gamma: finetune_adavit(vit, x_train, y_train, gamma, setting["finetune_epochs"], args.seed)
+        gamma: finetune_adavit(
+            vit, x_train, y_train, gamma, setting["finetune_epochs"], seed=args.seed
+        )
         for gamma in args.gammas
     }
     fast_paths = {gamma: model.fast_path() for gamma, model in models.items()}
@@ -173,48 +102,44 @@ def run(args):
         "adavit": [],
     }
     rng = np.random.default_rng(args.seed)
+    batch_size = min(EVAL_BATCH, len(x_test))  # one compiled fast path per policy
     examples = {}
     for gamma, fast in fast_paths.items():
-        outputs, decisions, macs = predict_in_chunks(fast, x_test)
-        usage = usage_of(decisions)
-        random_policy = random_decisions(usage, decisions, rng)
-        random_outputs, _, random_macs = predict_in_chunks(fast, x_test, random_policy)
+        learned = fast.run(x_test, batch_size=batch_size)
+        usage = usage_of(learned.decisions)
+        random_policy = random_decisions(usage, learned.decisions, rng)
+        random = fast.run(x_test, random_policy, batch_size=batch_size)
         results["adavit"].append(
             {
                 "gamma": gamma,
-                "accuracy": _accuracy(outputs, y_test),
-                "macs": float(macs.mean()),
+                "accuracy": _accuracy(learned.outputs, y_test),
+                "macs": float(learned.macs.mean()),
                 "usage": usage,
                 "random_policy": {
-                    "accuracy": _accuracy(random_outputs, y_test),
-                    "macs": float(random_macs.mean()),
+                    "accuracy": _accuracy(random.outputs, y_test),
+                    "macs": float(random.macs.mean()),
                 },
             }
         )
-        examples[gamma] = decisions["patches"][:6]
+        examples[gamma] = learned.decisions["patches"][:6]
     results["latency_ms"] = _latency(vit, fast_paths, x_test, setting)
     figure = _figure(results, x_test[:6], examples)
     _print_summary(results)
-    paths = finish_run(args.out, NAME, results, figure, started_at=started_at, setting=size)
-    return paths
+    return finish(args, NAME, results, figure, started_at=started_at, setting=size)
 
 
 def _latency(vit, fast_paths, images, setting):
-    predictors = {"full (XLA)": xla_predictor(vit)}
+    predictors = {"full (XLA)": xla_function(vit)}
     for gamma, fast in fast_paths.items():
-        predictors[f"AdaViT γ={gamma} fast path"] = fast.run
+        predictors[f"AdaViT γ={gamma} fast path"] = lambda batch, fast=fast: fast.run(batch).outputs
     return {
-        f"batch {batch}": compare_latency(predictors, images, batch, rounds)
+        f"batch {batch}": batch_latency_ms(predictors, images, batch, rounds)
         for batch, rounds in (
             (1, setting["latency_rounds"]),
             (LARGE_BATCH, setting["latency_batches"]),
         )
         if batch <= len(images)
     }
-
-
-def _first(mapping):
-    return next(iter(mapping.values()))
 
 
 def _accuracy(probabilities, labels):

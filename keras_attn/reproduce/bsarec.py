@@ -14,27 +14,25 @@ import time
 import keras
 import numpy as np
 
-from keras_attn.datasets import load_movielens_100k
 from keras_attn.models import build_bsarec, build_sasrec
 from keras_attn.recommendation import (
     RankingEarlyStopping,
     evaluate_full_ranking,
-    index_items,
-    leave_one_out_split,
-    user_sequences,
+    movielens_100k_split,
 )
-from keras_attn.reproduce._run import mean_and_std
-from keras_attn.utils import finish_run, is_small_run
+from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
 
 NAME = "bsarec"
 HELP = "BSARec vs SASRec next-item recommendation on MovieLens-100K."
 MODELS = ("SASRec", "BSARec")
 COLORS = {"SASRec": "tab:gray", "BSARec": "tab:blue"}
 METRICS = ("HR@5", "NDCG@5", "HR@10", "NDCG@10", "HR@20", "NDCG@20")
-# Fast: a quick check (the slow test runs it with 1 seed and 1 epoch). Full: the
-# official training budget, hours on 2 CPU cores.
-FAST = {"users": 200, "seeds": 2, "epochs": 2, "patience": 2, "max_length": 20}
-FULL = {"users": None, "seeds": 3, "epochs": 200, "patience": 10, "max_length": 50}
+# Fast: a quick check, also the KERAS_ATTN_SMALL size (the slow test runs it with 1
+# seed and 1 epoch). Full: the official training budget, hours on 2 CPU cores.
+SETTINGS = {
+    "fast": {"users": 200, "seeds": 2, "epochs": 2, "patience": 2, "max_length": 20},
+    "full": {"users": None, "seeds": 3, "epochs": 200, "patience": 10, "max_length": 50},
+}
 # The official grid; `--alphas` / `--cutoffs` run a part of it.
 ALPHAS = (0.1, 0.3, 0.5, 0.7, 0.9)
 CUTOFFS = (1, 3, 5, 7, 9)
@@ -70,14 +68,6 @@ def add_arguments(parser):
         default="auto",
         help="Train with XLA: auto (BSARec on, SASRec off: the faster on CPU), on or off.",
     )
-
-
-def load_split(max_length, users=None):
-    """Leave-one-out split of MovieLens-100K, optionally of its first `users` users."""
-    ratings = load_movielens_100k()
-    items, vocabulary = index_items(ratings["item_id"])
-    _, sequences = user_sequences(ratings["user_id"], items, ratings["timestamp"])
-    return leave_one_out_split(sequences[:users], max_length), len(vocabulary)
 
 
 def train_and_test(model, split, epochs, patience, learning_rate, batch_size, jit_compile=False):
@@ -122,12 +112,12 @@ def summarize(runs):
 def run(args):
     started_at = time.time()
     load_at_start = [round(value, 2) for value in os.getloadavg()]
-    setting = FULL if args.full and not is_small_run() else FAST
+    size, setting = choose_setting(args, SETTINGS)
     seeds = args.seeds or setting["seeds"]
     epochs = args.epochs or setting["epochs"]
     patience = args.patience or setting["patience"]
     max_length = args.max_length or setting["max_length"]
-    split, num_items = load_split(max_length, setting["users"])
+    split, num_items = movielens_100k_split(max_length, setting["users"])
     train = {"epochs": epochs, "patience": patience, "lr": args.learning_rate}
     train["batch_size"] = args.batch_size
     grid = choose_alpha_and_cutoff(args, max_length, setting["users"], train)
@@ -152,7 +142,7 @@ def run(args):
     summary = {name: summarize(runs[name]) for name in MODELS}
     print_table(summary, seeds)
     results = {
-        "setting": "full" if setting is FULL else "fast",
+        "setting": size,
         "users": len(split.test_targets),
         "items": num_items,
         "train_samples": len(split.train_targets),
@@ -174,15 +164,7 @@ def run(args):
         },
         "runs": runs,
     }
-    finish_run(
-        args.out,
-        NAME,
-        results,
-        plot(runs, summary),
-        started_at=started_at,
-        setting=results["setting"],
-    )
-    return results
+    return finish(args, NAME, results, plot(runs, summary), started_at=started_at, setting=size)
 
 
 def jit_for(args, name):
@@ -208,7 +190,7 @@ def choose_alpha_and_cutoff(args, max_length, users, train):
         return None
     alphas, cutoffs = args.alphas or [args.alpha], args.cutoffs or [args.cutoff]
     grid_users = args.grid_users or users
-    split, num_items = load_split(max_length, grid_users)
+    split, num_items = movielens_100k_split(max_length, grid_users)
     train = {**train, "epochs": args.grid_epochs or train["epochs"]}
     candidates = []
     for alpha in alphas:

@@ -25,7 +25,7 @@ from keras_attn.datasets.jane_austen import (
     split_words,
 )
 from keras_attn.models.decoder_language_model import build_decoder_language_model
-from keras_attn.utils import finish_run, is_small_run
+from keras_attn.reproduce._run import choose_setting, finish
 
 NAME = "ffn-memories"
 HELP = "Key-value memories in the feed-forward layers of a word-level LM on Jane Austen."
@@ -52,8 +52,8 @@ def add_arguments(parser):
 
 
 def run(args):
-    setting = "small" if is_small_run() else "full" if args.full else "fast"
-    config = dict(SETTINGS[setting])
+    setting, chosen = choose_setting(args, SETTINGS)
+    config = dict(chosen)
     if args.epochs is not None:
         config["epochs"] = args.epochs
     keras.utils.set_random_seed(args.seed)
@@ -77,7 +77,7 @@ def run(args):
         "seconds": round(time.time() - start, 1),
     }
     figure = _figure(analysis)
-    return finish_run(args.out, NAME, results, figure, started_at=start, setting=setting)
+    return finish(args, NAME, results, figure, started_at=start, setting=setting)
 
 
 def _sentences(limit, seed):

@@ -29,8 +29,8 @@ from keras_attn.pruning import (
     select_heads,
     single_head_ablations,
 )
+from keras_attn.reproduce._run import choose_setting, finish
 from keras_attn.text import WordPieceTokenizer
-from keras_attn.utils import finish_run, is_small_run
 
 NAME = "heads"
 HELP = "Head importance and pruning of MiniLM on Bible-section classification (Michel et al.)."
@@ -65,8 +65,7 @@ def add_arguments(parser):
 
 def run(args):
     started_at = time.time()
-    size = "small" if is_small_run() else "full" if args.full else "fast"
-    setting = SETTINGS[size]
+    size, setting = choose_setting(args, SETTINGS)
     keras.utils.set_random_seed(args.seed)
     start = time.perf_counter()
     task = PruningTask.create(setting, args.seed)
@@ -109,8 +108,7 @@ def run(args):
     }
     _print_summary(results)
     figure = _figure(results)
-    finish_run(args.out, NAME, results, figure, started_at=started_at, setting=size)
-    return results
+    return finish(args, NAME, results, figure, started_at=started_at, setting=size)
 
 
 class PruningTask:

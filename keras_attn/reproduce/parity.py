@@ -29,52 +29,54 @@ import numpy as np
 
 from keras_attn.datasets.bit_strings import make_bit_strings
 from keras_attn.models.bit_string_classifier import build_bit_string_classifier
-from keras_attn.utils import finish_run, is_small_run
+from keras_attn.reproduce._run import choose_setting, finish
 
 NAME = "parity"
 HELP = "FIRST/PARITY length generalisation with and without log-length scaled attention."
 SCALES = ("none", "log_length")
 TASKS = ("first", "parity")
 
-# The official protocol (2 heads, learned-scale positions, batch 1, Adam 3e-4, 10k steps).
-FULL = {
-    "first_train_lengths": [50],
-    "parity_train_lengths": [50],
-    "test_length": 1000,
-    "first_seeds": 20,
-    "parity_seeds": 20,
-    "steps": 10_000,
-    "batch_size": 1,
-    "test_strings": 100,
-    "num_heads": 2,
-    "positions": "learned_scale",
-    "learning_rate": 3e-4,
-}
-FAST = {
-    "first_train_lengths": [10, 20],
-    "parity_train_lengths": [],
-    "test_length": 200,
-    "first_seeds": 2,
-    "parity_seeds": 0,
-    "steps": 300,
-    "batch_size": 16,
-    "test_strings": 100,
-    "num_heads": 1,
-    "positions": "fixed",
-    "learning_rate": 1e-3,
-}
-SMALL = {
-    "first_train_lengths": [10],
-    "parity_train_lengths": [],
-    "test_length": 50,
-    "first_seeds": 1,
-    "parity_seeds": 0,
-    "steps": 20,
-    "batch_size": 8,
-    "test_strings": 16,
-    "num_heads": 1,
-    "positions": "fixed",
-    "learning_rate": 1e-3,
+SETTINGS = {
+    # The official protocol (2 heads, learned-scale positions, batch 1, Adam 3e-4, 10k steps).
+    "full": {
+        "first_train_lengths": [50],
+        "parity_train_lengths": [50],
+        "test_length": 1000,
+        "first_seeds": 20,
+        "parity_seeds": 20,
+        "steps": 10_000,
+        "batch_size": 1,
+        "test_strings": 100,
+        "num_heads": 2,
+        "positions": "learned_scale",
+        "learning_rate": 3e-4,
+    },
+    "fast": {
+        "first_train_lengths": [10, 20],
+        "parity_train_lengths": [],
+        "test_length": 200,
+        "first_seeds": 2,
+        "parity_seeds": 0,
+        "steps": 300,
+        "batch_size": 16,
+        "test_strings": 100,
+        "num_heads": 1,
+        "positions": "fixed",
+        "learning_rate": 1e-3,
+    },
+    "small": {
+        "first_train_lengths": [10],
+        "parity_train_lengths": [],
+        "test_length": 50,
+        "first_seeds": 1,
+        "parity_seeds": 0,
+        "steps": 20,
+        "batch_size": 8,
+        "test_strings": 16,
+        "num_heads": 1,
+        "positions": "fixed",
+        "learning_rate": 1e-3,
+    },
 }
 
 
@@ -100,7 +102,8 @@ def add_arguments(parser):
 
 
 def run(args):
-    setting = dict(FULL if args.full else SMALL if is_small_run() else FAST)
+    size, chosen = choose_setting(args, SETTINGS)
+    setting = dict(chosen)
     overrides = {}
     if getattr(args, "seeds", None) is not None:
         overrides["first_seeds"] = args.seeds
@@ -139,16 +142,8 @@ def run(args):
         "runs": runs,
         "seconds": round(time.time() - start, 1),
     }
-    size = "full" if args.full else "small" if is_small_run() else "fast"
-    finish_run(
-        args.out,
-        NAME,
-        results,
-        plot(summary, setting["test_length"]),
-        started_at=start,
-        setting=size,
-    )
-    return results
+    figure = plot(summary, setting["test_length"])
+    return finish(args, NAME, results, figure, started_at=start, setting=size)
 
 
 def train_and_test(task, train_length, logit_scale, setting):

@@ -24,7 +24,7 @@ from keras_attn.analysis.topic_structure import (
     generate_lda_documents,
     train_topic_model,
 )
-from keras_attn.utils import finish_run, is_small_run
+from keras_attn.reproduce._run import choose_setting, finish
 
 NAME = "topics"
 HELP = "Topic structure in a one-layer attention model trained on LDA data, and in MiniLM."
@@ -44,8 +44,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    setting = "small" if is_small_run() else "full" if args.full else "fast"
-    config = SETTINGS[setting]
+    setting, config = choose_setting(args, SETTINGS)
     start = time.time()
     results = {"setting": setting, "config": config}
     results["synthetic"] = synthetic_experiment(config["documents"], config["epochs"], args.seed)
@@ -55,7 +54,7 @@ def run(args):
         )
     results["seconds"] = round(time.time() - start, 1)
     figure = _figure(results["synthetic"]["history"])
-    return finish_run(args.out, NAME, results, figure, started_at=start, setting=setting)
+    return finish(args, NAME, results, figure, started_at=start, setting=setting)
 
 
 def synthetic_experiment(documents, epochs, seed):

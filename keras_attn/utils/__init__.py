@@ -6,11 +6,12 @@ import typing
 if typing.TYPE_CHECKING:  # the same names, for type checkers and the API docs
     from keras_attn.utils.macs import count_macs, layer_macs, register_macs
     from keras_attn.utils.results import finish_run, is_small_run, run_metadata, write_results
-    from keras_attn.utils.timing import median_seconds
+    from keras_attn.utils.timing import batch_latency_ms, median_seconds
 
 # Loaded on first use: the layers import `keras_attn.utils.validation`, and
 # `macs` imports the layers, so an eager import here would be circular.
 _EXPORTS = {
+    "batch_latency_ms": "timing",
     "count_macs": "macs",
     "finish_run": "results",
     "is_small_run": "results",
@@ -22,6 +23,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "batch_latency_ms",
     "count_macs",
     "finish_run",
     "is_small_run",

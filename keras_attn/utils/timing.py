@@ -1,5 +1,6 @@
 """Timing calls the same way in every benchmark and reproduction."""
 
+import itertools
 import math
 import time
 
@@ -66,6 +67,53 @@ def median_seconds(calls, repeats, warmup=1, slow_s=None, min_seconds=0.0, max_r
     if isinstance(calls, dict):
         return {name: seconds[name] for name in named}
     return [seconds[index] for index in range(len(named))]
+
+
+def batch_latency_ms(predictors, images, batch_size, repeats):
+    """Median milliseconds per batch of each predictor, with `median_seconds`.
+
+    The predictors take turns in interleaved rounds after one warm-up call
+    each; in every round all of them get the same batch of `batch_size`
+    images, the next one of `images` (wrapping around), so that inputs whose
+    cost depends on their content are spread alike over the predictors.
+
+    Args:
+        predictors: dict `name -> callable` of one batch of images.
+        images: numpy array, at least `batch_size` images.
+        batch_size: int >= 1, images per call.
+        repeats: int >= 1, timed rounds.
+
+    Returns:
+        dict `name -> float`, the median milliseconds per call.
+
+    Example:
+
+    >>> images = np.zeros((10, 4))
+    >>> times = batch_latency_ms({"sum": lambda batch: batch.sum()}, images, 2, repeats=3)
+    >>> list(times)
+    ['sum']
+    """
+    if not 1 <= batch_size <= len(images):
+        raise ValueError(
+            f"`batch_size` must be between 1 and the {len(images)} images. "
+            f"Received: batch_size={batch_size!r}"
+        )
+    starts = range(0, len(images) - batch_size + 1, batch_size)
+    calls = {
+        name: _cycling(predict, images, starts, batch_size) for name, predict in predictors.items()
+    }
+    seconds = median_seconds(calls, repeats)
+    return {name: 1e3 * value for name, value in seconds.items()}
+
+
+def _cycling(predict, images, starts, batch_size):
+    batches = itertools.cycle(starts)
+
+    def call():
+        start = next(batches)
+        return predict(images[start : start + batch_size])
+
+    return call
 
 
 def _timed(call):

@@ -31,8 +31,11 @@ def test_sentences_become_shifted_padded_ids():
 @pytest.mark.slow
 def test_small_topics_run(tmp_path):
     args = argparse.Namespace(out=str(tmp_path), full=False, seed=0, skip_minilm=False)
-    paths = topics.run(args)
+    outcome = topics.run(args)
+    assert outcome["setting"] == "small"
+    paths = outcome["paths"]
     results = json.loads(paths["json"].read_text())
+    assert results == {**outcome["results"], "meta": results["meta"]}
     synthetic = results["synthetic"]
     assert synthetic["end_state_holds"]
     take_off = synthetic["take_off_step"]
@@ -44,7 +47,10 @@ def test_small_topics_run(tmp_path):
 @pytest.mark.slow
 def test_small_ffn_memories_run(tmp_path):
     args = argparse.Namespace(out=str(tmp_path), full=False, seed=0, top_k=5, epochs=None)
-    results = json.loads(ffn_memories.run(args)["json"].read_text())
+    outcome = ffn_memories.run(args)
+    results = json.loads(outcome["paths"]["json"].read_text())
+    assert outcome["setting"] == results["setting"] == "small"
+    assert results["meta"]["setting"] == "fast"  # the small size is recorded as fast
     shares = np.array([results["residual_kept"], results["ffn_override"], results["compromise"]])
     np.testing.assert_allclose(shares.sum(axis=0), 1.0)
     assert all(0 < a < 1 for a in results["active_fraction"])

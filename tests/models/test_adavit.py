@@ -3,7 +3,13 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_attn.models import AdaViT, AdaViTFastPath, build_vision_transformer
+from keras_attn.models import (
+    AdaViT,
+    AdaViTFastPath,
+    build_vision_transformer,
+    finetune_adavit,
+    pretrain_vit,
+)
 from keras_attn.models.adavit_fast_path import xla_function
 from keras_attn.testing.adavit_reference import AdaViTNumpyReference
 
@@ -95,6 +101,26 @@ def test_fast_path_matches_masked_path_with_learned_gates():
     for key, value in decisions.items():
         np.testing.assert_array_equal(result.decisions[key], value)
     np.testing.assert_allclose(result.outputs, _numpy(model(images)), atol=1e-5)
+
+
+@needs_xla
+def test_fast_path_in_padded_batches_of_one_size_gives_the_same_result():
+    model = _model()
+    images = _images(13)
+    fast = _fast(model)
+    decisions = _random_decisions(len(images), 2)
+    for fixed in (None, decisions):
+        whole = fast.run(images, fixed)
+        batched = fast.run(images, fixed, batch_size=5)  # 5 + 5 + 3 padded to 5
+        np.testing.assert_allclose(batched.outputs, whole.outputs, atol=1e-5)
+        assert batched.outputs.shape == (13, 3)
+        for key, value in whole.decisions.items():
+            np.testing.assert_array_equal(batched.decisions[key], value)
+        np.testing.assert_array_equal(batched.macs, whole.macs)
+    if keras.backend.backend() == "tensorflow":  # one trace per batch size: 13 and 5
+        assert fast._compiled[False].compiled.experimental_get_tracing_count() == 2
+    with pytest.raises(ValueError, match="Received: batch_size=0"):
+        fast.run(images, batch_size=0)
 
 
 @needs_xla
@@ -218,6 +244,21 @@ def test_usage_loss_by_hand():
     model(_images(2), training=True, decisions=decisions)
     loss = float(_numpy(model.losses[0]))
     assert loss == pytest.approx(2 * 0.0 + 2 * 0.0 + 2 * 0.25**2, rel=1e-5)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="fit runs on TF here")
+def test_pretrain_then_finetune_leaves_the_vit_unchanged():
+    images = _images(16)
+    labels = np.arange(16) % 3
+    vit = pretrain_vit(images, labels, 3, 1, batch_size=8, patch_size=4, dim=8, depth=2)
+    assert vit.output.shape == (None, 3) and vit.optimizer.iterations.numpy() == 2
+    before = [w.copy() for w in vit.get_weights()]
+    model = finetune_adavit(vit, images, labels, 0.4, 1, batch_size=8, gate_bias=1.0)
+    assert model.target_usage == (0.4, 0.4, 0.4) and model.gate_bias == 1.0
+    assert model.jit_compile and model.backbone is not vit
+    assert model.optimizer.iterations.numpy() == 2
+    for old, new in zip(before, vit.get_weights(), strict=True):
+        np.testing.assert_array_equal(old, new)
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="fit runs on TF here")

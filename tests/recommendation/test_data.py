@@ -1,7 +1,13 @@
 import numpy as np
 import pytest
 
-from keras_attn.recommendation import index_items, leave_one_out_split, left_pad, user_sequences
+from keras_attn.recommendation import (
+    index_items,
+    leave_one_out_split,
+    left_pad,
+    movielens_100k_split,
+    user_sequences,
+)
 
 
 def test_index_items_reserves_zero_for_padding():
@@ -66,3 +72,24 @@ def test_leave_one_out_split_rejects_short_sequences_and_bad_length():
         leave_one_out_split([np.array([1, 2])])
     with pytest.raises(ValueError, match="Received: max_length"):
         leave_one_out_split([np.array([1, 2, 3])], max_length=0)
+
+
+def _has_movielens():
+    from keras_attn.datasets import DatasetNotFoundError, movielens_100k
+
+    try:
+        return movielens_100k._inter_path().is_file()
+    except DatasetNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not _has_movielens(), reason="needs MovieLens-100K (recbole)")
+def test_movielens_split_keeps_the_first_users_and_every_item_index():
+    split, num_items = movielens_100k_split(max_length=5, users=4)
+    assert num_items == 1682
+    assert split.test_inputs.shape == (4, 5) and split.test_targets.shape == (4,)
+    assert split.valid_inputs.shape == (4, 5)
+    every = np.concatenate([split.train_inputs.ravel(), split.train_targets, split.test_targets])
+    assert every.min() >= 0 and every.max() <= num_items
+    # The test query is the validation query followed by its target.
+    np.testing.assert_array_equal(split.test_inputs[:, -1], split.valid_targets)

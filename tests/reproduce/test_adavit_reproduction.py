@@ -10,7 +10,9 @@ from keras_attn.reproduce import adavit, available
 def test_reproduction_writes_consistent_results(tmp_path):
     assert available()["adavit"] is adavit
     args = argparse.Namespace(out=str(tmp_path), full=False, gammas=[0.3, 0.7], seed=0)
-    paths = adavit.run(args)
+    outcome = adavit.run(args)
+    assert outcome["setting"] == "small"
+    paths = outcome["paths"]
     results = json.loads(paths["json"].read_text())
     assert paths["png"].stat().st_size > 0
     full = results["full_model"]
@@ -24,7 +26,6 @@ def test_reproduction_writes_consistent_results(tmp_path):
     for times in results["latency_ms"].values():
         assert set(times) == {
             "full (XLA)",
-            "full (NumPy)",
             "AdaViT γ=0.3 fast path",
             "AdaViT γ=0.7 fast path",
         }

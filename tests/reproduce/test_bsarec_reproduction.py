@@ -16,10 +16,13 @@ def test_fast_reproduction_writes_six_metrics_per_model(tmp_path):
     bsarec.add_arguments(parser)
     args = parser.parse_args(["--seeds", "1", "--epochs", "1"])
     args.out, args.full = str(tmp_path), False
-    bsarec.run(args)
-    results = json.loads((tmp_path / "bsarec.json").read_text())
-    assert (tmp_path / "bsarec.png").is_file()
-    assert results["setting"] == "fast"
+    outcome = bsarec.run(args)
+    results = json.loads(outcome["paths"]["json"].read_text())
+    assert outcome["paths"]["png"].is_file()
+    # KERAS_ATTN_SMALL runs the fast sizes (bsarec has no small entry), named small.
+    assert outcome["setting"] == results["setting"] == "small"
+    assert results["meta"]["setting"] == "fast"  # the small size is recorded as fast
+    assert results["users"] == bsarec.SETTINGS["fast"]["users"]
     for model in bsarec.MODELS:
         assert sorted(results["summary"][model]) == sorted(bsarec.METRICS)
         for metric in bsarec.METRICS:

@@ -14,8 +14,9 @@ def test_small_heads_reproduction(tmp_path, monkeypatch):
     module.add_arguments(parser)
     args = parser.parse_args([])
     args.out, args.full = tmp_path, False
-    module.run(args)
-    results = json.loads((tmp_path / "heads.json").read_text())
+    outcome = module.run(args)
+    assert outcome["setting"] == "small"
+    results = json.loads(outcome["paths"]["json"].read_text())
     assert (tmp_path / "heads.png").stat().st_size > 0
     accuracy = results["accuracy"]
     assert set(accuracy) == {"importance", "reverse", "random_0"}

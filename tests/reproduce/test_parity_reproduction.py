@@ -1,14 +1,18 @@
+import argparse
 import json
 
 import pytest
 
 from keras_attn.cli import main
+from keras_attn.reproduce import parity
 
 
 @pytest.mark.slow
 def test_parity_reproduction_writes_accuracies_for_both_scalings(tmp_path):
     assert main(["reproduce", "parity", "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "parity.json").read_text())
+    assert results["meta"]["setting"] == "fast"  # the small size is recorded as fast
+    assert results["setting"] == parity.SETTINGS["small"]
     scales = {row["logit_scale"] for row in results["summary"]}
     assert scales == {"none", "log_length"}
     for row in results["summary"]:
@@ -19,3 +23,16 @@ def test_parity_reproduction_writes_accuracies_for_both_scalings(tmp_path):
         == 2 * len(results["setting"]["first_train_lengths"]) * (results["setting"]["first_seeds"])
     )
     assert (tmp_path / "parity.png").stat().st_size > 0
+
+
+def test_full_and_small_choose_their_setting_like_every_reproduction(tmp_path, monkeypatch):
+    chosen = []
+    monkeypatch.setattr(parity, "train_and_test", lambda *a: chosen.append(a[3]) or [])
+    monkeypatch.setattr(parity, "plot", lambda *a: None)
+    for small, full, expected in (("1", True, "small"), ("", True, "full"), ("", False, "fast")):
+        monkeypatch.setenv("KERAS_ATTN_SMALL", small)
+        args = argparse.Namespace(out=str(tmp_path), full=full, tasks=["first"], train_lengths=None)
+        outcome = parity.run(args)
+        assert outcome["setting"] == expected
+        expected_setting = dict(parity.SETTINGS[expected], parity_train_lengths=[])
+        assert chosen[-1] == expected_setting  # only FIRST was asked for

@@ -66,3 +66,27 @@ def test_min_seconds_adds_rounds_for_short_calls(clock):
 def test_bad_repeats():
     with pytest.raises(ValueError, match="Received: repeats=0"):
         median_seconds([lambda: None], repeats=0)
+
+
+def test_batch_latency_gives_every_predictor_the_same_batch_per_round(clock):
+    images = np.arange(10)[:, None]  # five batches of two
+    seen = {"a": [], "b": []}
+
+    def predictor(name, cost):
+        def predict(batch):
+            seen[name].append(batch[:, 0].tolist())
+            clock.now += cost * (1 + batch[0, 0])
+            return batch
+
+        return predict
+
+    times = timing.batch_latency_ms(
+        {"a": predictor("a", 1.0), "b": predictor("b", 2.0)}, images, 2, repeats=6
+    )
+    assert seen["a"] == seen["b"]
+    assert seen["a"][:6] == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9], [0, 1]]
+    # The rounds time the batches starting at 2, 4, 6, 8, 0, 2 (after the warm-up at 0):
+    # costs 3, 5, 7, 9, 1, 3 seconds for "a", twice that for "b"; medians 4 and 8.
+    assert times == {"a": 4e3, "b": 8e3}
+    with pytest.raises(ValueError, match="Received: batch_size=11"):
+        timing.batch_latency_ms({"a": predictor("a", 1.0)}, images, 11, repeats=1)
