@@ -101,7 +101,7 @@ REPRODUCTIONS = {
     ),
     "t2t": Reproduction(
         "t2t",
-        "T2T-ViT vs plain ViT and deep-narrow vs shallow-wide on Fashion-MNIST.",
+        "T2T-ViT on Fashion-MNIST: T2T module vs patches, deep-narrow vs shallow-wide.",
         "363 s (measured at load 4.0)",
         "about 15 minutes (estimate)",
         "t2t-vit.md",
