@@ -7,6 +7,8 @@ import pytest
 
 from keras_attn.cli import main
 from keras_attn.reproduce import t2t
+from keras_attn.utils.docs_table_specs import TABLES
+from keras_attn.utils.docs_tables import Results
 
 
 def test_small_run_writes_consistent_results(tmp_path):
@@ -34,6 +36,10 @@ def test_small_run_writes_consistent_results(tmp_path):
             [difference["mean"], difference["std"]], [paired.mean(), paired.std(ddof=1)]
         )
     assert (tmp_path / "t2t.png").stat().st_size > 0
+    # The docs table of the full result reads this format.
+    (tmp_path / "t2t-full.json").write_text((tmp_path / "t2t.json").read_text())
+    rows = TABLES["t2t-full"](Results(tmp_path)).splitlines()[2:]
+    assert len(rows) == len(t2t.COMPARISONS) * 2
 
 
 def test_tokenizer_models_share_the_backbone():
@@ -104,3 +110,11 @@ def test_the_paired_differences_are_taken_per_seed():
     np.testing.assert_allclose(difference["std"], np.std([0.1, 0.0], ddof=1))
     np.testing.assert_allclose(summary["patches"]["std"], np.std([0.6, 0.8], ddof=1))
     assert list(summary["differences"]) == ["tokenizer"]  # shallow_wide did not run
+
+
+@pytest.mark.slow
+def test_fast_setting_trains_every_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERAS_ATTN_SMALL", "0")
+    assert main(["reproduce", "t2t", "--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "t2t.json").read_text())["summary"]
+    assert all(summary[name]["mean"] > 0.3 for name in t2t.MODELS)  # chance is 0.1
