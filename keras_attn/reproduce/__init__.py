@@ -101,9 +101,9 @@ REPRODUCTIONS = {
     ),
     "t2t": Reproduction(
         "t2t",
-        "T2T-ViT vs plain ViT and deep-narrow vs shallow-wide on Fashion-MNIST.",
-        "363 s (measured at load 4.0)",
-        "about 15 minutes (estimate)",
+        "T2T-ViT on Fashion-MNIST: T2T module vs patches, deep-narrow vs shallow-wide.",
+        "about 5 minutes (estimate)",
+        "about 36 minutes (estimate)",
         "t2t-vit.md",
     ),
     "topics": Reproduction(

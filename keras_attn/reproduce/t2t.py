@@ -4,19 +4,34 @@ Yuan et al., "Tokens-to-Token ViT: Training Vision Transformers from Scratch
 on ImageNet", ICCV 2021 (https://arxiv.org/abs/2101.11986), report that the
 T2T module beats a plain patch embedding (81.5% against 79.5% top-1 for
 T2T-ViT-14 on ImageNet) and that a deep-narrow backbone beats a shallow-wide
-one. This reproduction scales both comparisons down to 28x28 Fashion-MNIST
-images (real data, Debian `dataset-fashion-mnist`):
+one of similar size. This reproduction scales both comparisons down to 28x28
+Fashion-MNIST images (real data, Debian `dataset-fashion-mnist`) with light
+augmentation (shifts of up to 2 pixels, left-right flips):
 
-1. a small T2T-ViT (soft splits 3/3/3, strides 2/2/1, padding 1: 49 tokens)
-   against a plain ViT with 4x4 patches (also 49 tokens) and the same
-   backbone sizes;
-2. a deep-narrow T2T-ViT (width 64, 8 blocks) against a shallow-wide one
-   (width 128, 2 blocks): their blocks hold 266,240 and 264,192 weights;
-   with the wider projection and head the shallow-wide model has 4% more
-   parameters in total (300,524 against 289,260).
+1. Tokenizer, one backbone: `build_t2t_vit(tokenizer="t2t")` (soft splits
+   3/3/3, strides 2/2/1, padding 1, token size 16, Performer token layers:
+   28 -> 14 -> 7 -> 7, so 49 tokens) against `build_t2t_vit(tokenizer=
+   "patches", patch_size=4)` (49 tokens). Both have the same backbone (width
+   64, 4 blocks of 4 heads, MLP ratio 2, no query/key/value bias, frozen 1D
+   sinusoidal positions), and for each seed the same initial backbone
+   weights: only the tokenizer differs.
+2. Depth against width at equal size: a deep-narrow T2T-ViT (width 48, 15
+   blocks of 3 heads) against a shallow-wide one (width 128, 2 blocks of 8
+   heads), both with heads of size 16, MLP ratio 2 and the T2T module above:
+   301,932 against 300,524 parameters (0.5% apart).
 
-Each model trains with several seeds; the table gives test accuracy,
-parameters and MACs.
+Every model trains for the same number of optimizer steps with paired seeds:
+seed s fixes the batches and their augmentation, identical for all four
+models. The result gives each run's test-accuracy curve (on the first test
+images), its final accuracy on the whole test subset, mean ± std per model,
+and the paired difference per seed of each comparison (T2T − patches,
+deep-narrow − shallow-wide) with its mean ± std.
+
+Settings: the fast one (the default) trains on 4,000 images for 60 steps
+with seeds 0 and 1, a smoke test of about 5 minutes; `--full` trains on all
+60,000 images for 800 steps per run with seeds 0 and 1 and takes the final
+accuracy on all 10,000 test images, about 36 minutes on 2 idle CPU cores
+(an estimate from measured step times).
 """
 
 import time
@@ -24,193 +39,402 @@ import time
 import keras
 import numpy as np
 
-from keras_attn.datasets import load_fashion_mnist
-from keras_attn.models import build_t2t_vit, build_vision_transformer
-from keras_attn.utils import count_macs, finish_run, is_small_run
+from keras_attn.datasets import AugmentedImages, load_fashion_mnist
+from keras_attn.models import build_t2t_vit
+from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
+from keras_attn.utils import count_macs
+from keras_attn.utils.validation import check_choice
 
 NAME = "t2t"
-HELP = "T2T-ViT vs plain ViT and deep-narrow vs shallow-wide on Fashion-MNIST."
+HELP = "T2T-ViT on Fashion-MNIST: T2T module vs patches, deep-narrow vs shallow-wide."
 
 # 28x28 soft splits: 28 -> 14 -> 7 -> 7, so 49 tokens like 4x4 patches.
-SMALL_T2T = {
+SOFT_SPLITS = {
     "token_dim": 16,
     "kernel_sizes": (3, 3, 3),
     "strides": (2, 2, 1),
     "paddings": (1, 1, 1),
 }
+MLP_RATIO = 2.0
 MODELS = {
-    "t2t_vit": {"embed_dim": 64, "depth": 4, "num_heads": 4},
-    "vit": {"embed_dim": 64, "depth": 4, "num_heads": 4, "patch_size": 4},
-    "deep_narrow": {"embed_dim": 64, "depth": 8, "num_heads": 4},
-    "shallow_wide": {"embed_dim": 128, "depth": 2, "num_heads": 4},
+    "t2t": {"tokenizer": "t2t", "embed_dim": 64, "depth": 4, "num_heads": 4},
+    "patches": {
+        "tokenizer": "patches",
+        "patch_size": 4,
+        "embed_dim": 64,
+        "depth": 4,
+        "num_heads": 4,
+    },
+    # Equal parameter counts (within 1%), heads of size 16 in both.
+    "deep_narrow": {"tokenizer": "t2t", "embed_dim": 48, "depth": 15, "num_heads": 3},
+    "shallow_wide": {"tokenizer": "t2t", "embed_dim": 128, "depth": 2, "num_heads": 8},
 }
+# Each comparison: (model, baseline); its paired difference is model − baseline.
 COMPARISONS = {
-    "T2T module vs patches": ("t2t_vit", "vit"),
-    "deep-narrow vs shallow-wide": ("deep_narrow", "shallow_wide"),
+    "tokenizer": ("t2t", "patches"),
+    "shape": ("deep_narrow", "shallow_wide"),
 }
-# (train images, test images, epochs) of each setting.
-SETTINGS = {"small": (256, 256, 1), "fast": (2000, 2000, 3), "full": (8000, 10000, 5)}
+TOKENIZER_LAYERS = ("tokens_to_token", "patch_embedding")
+MODES = ("eager", "graph", "xla")
+# Each setting trains every model for `steps` optimizer steps (batches of
+# `batch_size`) on the first `train_size` training images, per seed
+# 0..seeds-1; test accuracy is measured `evaluations` times on the first
+# `curve_test_size` test images (the curve) and once at the end on
+# `test_size` images (the final accuracy). `mode` is how Keras runs the steps.
+#
+# XLA: measured on 2 (shared) CPU cores, a training step costs fewer
+# CPU-seconds with XLA than in graph mode (T2T 0.21-0.23 against 0.30-0.39,
+# patches 0.16 against 0.21, deep-narrow 0.47 against 0.73), as XLA fuses
+# the many small operations of the norms, the softmax and the Performer.
+# Graph mode spreads a step over both cores and only draws level when it has
+# them to itself, while compiling the four models costs about a minute more
+# than tracing them, so XLA is kept for runs of hundreds of steps. The small
+# setting runs eagerly: for a handful of steps, tracing costs more than it saves.
+SETTINGS = {
+    # KERAS_ATTN_SMALL (tests, notebooks): seconds.
+    "small": {
+        "train_size": 256,
+        "steps": 2,
+        "evaluations": 2,
+        "batch_size": 32,
+        "curve_test_size": 64,
+        "test_size": 128,
+        "seeds": 2,
+        "mode": "eager",
+    },
+    # The default CLI setting: a quick look, about 5 minutes on 2 idle cores
+    # (half of it compiling the four models).
+    "fast": {
+        "train_size": 4000,
+        "steps": 60,
+        "evaluations": 3,
+        "batch_size": 128,
+        "curve_test_size": 500,
+        "test_size": 1000,
+        "seeds": 2,
+        "mode": "xla",
+    },
+    # `--full`: about 36 minutes on 2 idle cores, estimated from measured
+    # steps: CPU-seconds per step of patches 0.16, T2T 0.22, shallow-wide
+    # 0.28, deep-narrow 0.47 (an evaluation batch of 500 about 1.3 steps),
+    # so 2 seeds x (800 steps + 60 evaluation batches) take about 33 minutes,
+    # plus about 2.5 minutes of XLA compilation. CPU-seconds stand for the
+    # wall time on idle cores: the full mimetic run, whose XLA-compiled ViT
+    # is the size of the patch model here, took 0.17-0.2 s a step.
+    "full": {
+        "train_size": 60000,
+        "steps": 800,
+        "evaluations": 10,
+        "batch_size": 128,
+        "curve_test_size": 2000,
+        "test_size": 10000,
+        "seeds": 2,
+        "mode": "xla",
+    },
+}
+AUGMENTATION = {"max_shift": 2, "flip": True}
+OPTIMIZER = {
+    "name": "AdamW",
+    "learning_rate": 1e-3,
+    "weight_decay": 0.05,
+    "schedule": "linear warm-up over the first 10% of the steps, then cosine decay to 0",
+}
 
 
 def add_arguments(parser):
     parser.add_argument(
-        "--seeds", type=int, default=None, help="Number of seeds N: runs seeds 0..N-1 (default 2)."
+        "--seeds", type=int, help="Number of seeds N: runs seeds 0..N-1 (overrides the setting)."
     )
-    parser.add_argument("--epochs", type=int, default=None, help="Override the epochs.")
-    parser.add_argument("--train-size", type=int, default=None, help="Override the train size.")
-    parser.add_argument("--batch-size", type=int, default=128, help="Training batch size.")
-    parser.add_argument("--learning-rate", type=float, default=2e-3, help="Learning rate.")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        help="Optimizer steps per run, a multiple of the setting's evaluations "
+        "(overrides the setting).",
+    )
+    parser.add_argument(
+        "--train-size", type=int, help="Training images (overrides the setting; at most 60000)."
+    )
 
 
-def build_model(name, seed=0):
-    """One of `MODELS` for 28x28x1 images and 10 classes."""
-    sizes = dict(MODELS[name])
-    if name == "vit":
-        return build_vision_transformer(
-            (28, 28, 1),
-            10,
-            patch_size=sizes["patch_size"],
-            dim=sizes["embed_dim"],
-            depth=sizes["depth"],
-            num_heads=sizes["num_heads"],
-            mlp_ratio=2.0,
-            position_embedding="sincos",
-            name=name,
+def setting(args):
+    """The size setting for `args`: small, fast or full, with overrides.
+
+    Returns:
+        dict, the entry of `SETTINGS` with `--seeds`, `--steps` and
+        `--train-size` applied and its `name` added.
+    """
+    name, sizes = choose_setting(args, SETTINGS)
+    chosen = dict(sizes, name=name)
+    for key in ("seeds", "steps", "train_size"):
+        if getattr(args, key, None) is not None:
+            chosen[key] = getattr(args, key)
+    if chosen["steps"] % chosen["evaluations"]:
+        raise ValueError(
+            f"`--steps` must be a multiple of the {chosen['evaluations']} evaluations. "
+            f"Received: steps={chosen['steps']}"
         )
-    return build_t2t_vit(
-        (28, 28, 1), 10, variant=None, mlp_ratio=2.0, seed=seed, name=name, **SMALL_T2T, **sizes
-    )
-
-
-def load_data(train_size, test_size):
-    """Standardised `(images, labels)` pairs, images `(n, 28, 28, 1)` float32."""
-    (x_train, y_train), (x_test, y_test) = load_fashion_mnist(limit=max(train_size, test_size))
-    mean, std = x_train.mean(), x_train.std()
-
-    def prepare(x):
-        return ((x.astype("float32") - mean) / std)[..., None]
-
-    return (prepare(x_train[:train_size]), y_train[:train_size]), (
-        prepare(x_test[:test_size]),
-        y_test[:test_size],
-    )
-
-
-def train_and_evaluate(name, seed, data, epochs, batch_size, learning_rate):
-    """Trains one model from scratch; returns its row of the results table."""
-    (x_train, y_train), (x_test, y_test) = data
-    keras.utils.set_random_seed(seed)
-    model = build_model(name, seed)
-    steps = epochs * int(np.ceil(len(x_train) / batch_size))
-    schedule = keras.optimizers.schedules.CosineDecay(
-        0.0, steps, warmup_target=learning_rate, warmup_steps=max(1, steps // 10)
-    )
-    model.compile(
-        optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.05),
-        loss="sparse_categorical_crossentropy",
-        metrics=["accuracy"],
-        # Graph mode: on a CPU, XLA compilation of the training step costs
-        # more than it saves in runs this short.
-        jit_compile=False,
-    )
-    start = time.perf_counter()
-    history = model.fit(x_train, y_train, epochs=epochs, batch_size=batch_size, verbose=0)
-    seconds = time.perf_counter() - start
-    _, accuracy = model.evaluate(x_test, y_test, batch_size=500, verbose=0)
-    return {
-        "model": name,
-        "seed": seed,
-        "test_accuracy": float(accuracy),
-        "parameters": int(model.count_params()),
-        "macs": int(count_macs(model)),
-        "train_seconds": seconds,
-        "train_loss": [float(v) for v in history.history["loss"]],
-    }
-
-
-def summarise(rows):
-    """Mean and standard deviation of the test accuracy of each model."""
-    summary = {}
-    for name in MODELS:
-        accuracies = [row["test_accuracy"] for row in rows if row["model"] == name]
-        if accuracies:
-            first = next(row for row in rows if row["model"] == name)
-            summary[name] = {
-                "mean_accuracy": float(np.mean(accuracies)),
-                "std_accuracy": float(np.std(accuracies)),
-                "seeds": len(accuracies),
-                "parameters": first["parameters"],
-                "macs": first["macs"],
-            }
-    return summary
+    return chosen
 
 
 def run(args):
     started_at = time.time()
-    setting = "small" if is_small_run() else ("full" if args.full else "fast")
-    train_size, test_size, epochs = SETTINGS[setting]
-    train_size = args.train_size or train_size
-    epochs = args.epochs or epochs
-    seeds = list(range(args.seeds or (1 if setting == "small" else 2)))
-    data = load_data(train_size, test_size)
-    print(f"Fashion-MNIST, {train_size} training and {test_size} test images, {epochs} epochs.")
-    rows = []
-    for seed in seeds:
-        for name in MODELS:
-            row = train_and_evaluate(name, seed, data, epochs, args.batch_size, args.learning_rate)
-            rows.append(row)
+    chosen = setting(args)
+    data = load_data(chosen["train_size"], chosen["test_size"])
+    seeds = list(range(chosen["seeds"]))
+    print(
+        f"Setting {chosen['name']!r}: {len(data[0])} training images, {chosen['steps']} steps "
+        f"per run, {len(data[2])} test images, paired seeds {seeds}."
+    )
+    models, runs = {}, {}
+    for name in MODELS:
+        model = compile_model(name, chosen["steps"], chosen["mode"])
+        models[name] = describe(model, name)
+        runs[name] = []
+        for seed in seeds:
+            entry = train(model, name, seed, data, chosen)
+            runs[name].append(entry)
             print(
-                f"{name:>13} seed {seed}: test accuracy {row['test_accuracy']:.4f}, "
-                f"{row['parameters']:,} parameters, {row['macs'] / 1e6:.1f}M MACs, "
-                f"{row['train_seconds']:.0f}s"
+                f"{name:>12} seed {seed}: test accuracy {entry['final_test_accuracy']:.4f} "
+                f"({entry['seconds']:.0f} s)"
             )
-    summary = summarise(rows)
-    print(_table(summary))
+    summary = summarize(runs)
     results = {
-        "setting": setting,
-        "train_size": train_size,
-        "test_size": test_size,
-        "epochs": epochs,
-        "seeds": seeds,
-        "models": MODELS,
-        "runs": rows,
+        "setting": chosen,
+        "models": models,
+        "comparisons": COMPARISONS,
+        "optimizer": OPTIMIZER,
+        "augmentation": AUGMENTATION,
+        "curve_steps": curve_steps(chosen),
+        "runs": runs,
         "summary": summary,
-        "differences": {
-            title: summary[a]["mean_accuracy"] - summary[b]["mean_accuracy"]
-            for title, (a, b) in COMPARISONS.items()
-        },
     }
-    figure = _figure(rows, summary)
-    finish_run(args.out, NAME, results, figure, started_at=started_at, setting=setting)
-    return results
+    print(table(results))
+    return finish(
+        args, NAME, results, plot_curves(results), started_at=started_at, setting=chosen["name"]
+    )
 
 
-def _table(summary):
-    lines = ["| model | parameters | MACs | test accuracy (mean ± std) |", "|---|---|---|---|"]
-    for name, entry in summary.items():
+def load_data(train_size, test_size):
+    """Train and test subsets, scaled to zero mean and unit variance.
+
+    Returns:
+        `(x_train, y_train, x_test, y_test)`, images float32 `(n, 28, 28)`.
+    """
+    (x_train, y_train), (x_test, y_test) = load_fashion_mnist(limit=max(train_size, test_size))
+    x_train = x_train[:train_size].astype("float32") / 255.0
+    x_test = x_test[:test_size].astype("float32") / 255.0
+    mean, std = x_train.mean(), x_train.std()
+    return (x_train - mean) / std, y_train[:train_size], (x_test - mean) / std, y_test[:test_size]
+
+
+def build_model(name, seed=None):
+    """The T2T-ViT `MODELS[name]` for 28x28 images and 10 classes.
+
+    Args:
+        name: a key of `MODELS`.
+        seed: int, seed of the Performer random features of the T2T module.
+
+    Returns:
+        An uncompiled `keras.Model` named `name`.
+    """
+    sizes = dict(MODELS[name])
+    soft_splits = SOFT_SPLITS if sizes["tokenizer"] == "t2t" else {}
+    return build_t2t_vit(
+        (28, 28),
+        10,
+        variant=None,
+        mlp_ratio=MLP_RATIO,
+        seed=seed,
+        name=name,
+        **soft_splits,
+        **sizes,
+    )
+
+
+def backbone_layers(model):
+    """The layers of `model` that hold weights, the tokenizer excepted."""
+    return [layer for layer in model.layers if layer.weights and layer.name not in TOKENIZER_LAYERS]
+
+
+def compile_model(name, steps, mode):
+    """One compiled model, reused by every seed (compiling once saves time).
+
+    AdamW with a linear warm-up over the first 10% of the steps and a cosine
+    decay. The learning rate is a schedule, so the optimizer's state is only
+    its iteration count and moments, which `reset` sets back to zero.
+
+    Args:
+        name: a key of `MODELS`.
+        steps: int, optimizer steps of the schedule.
+        mode: one of `MODES`: `"eager"`, `"graph"` or `"xla"` (graph mode
+            compiled by XLA).
+    """
+    check_choice("mode", mode, MODES)
+    warmup_steps = max(1, steps // 10)
+    schedule = keras.optimizers.schedules.CosineDecay(
+        0.0,
+        decay_steps=max(1, steps - warmup_steps),
+        warmup_target=OPTIMIZER["learning_rate"],
+        warmup_steps=warmup_steps,
+    )
+    model = build_model(name)
+    model.compile(
+        optimizer=keras.optimizers.AdamW(schedule, weight_decay=OPTIMIZER["weight_decay"]),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+        jit_compile=mode == "xla",
+        run_eagerly=mode == "eager",
+    )
+    return model
+
+
+def reset(model, name, seed):
+    """Fresh weights drawn under `seed` and a fresh optimizer state.
+
+    Both tokenizer models take the backbone weights (every layer after the
+    tokenizer) that the patch model draws under `seed`, so for one seed they
+    start from the same backbone and differ only in the tokenizer.
+    """
+    keras.utils.set_random_seed(seed)
+    fresh = build_model(name, seed)
+    tokenizers = COMPARISONS["tokenizer"]
+    if name in tokenizers and name != tokenizers[1]:
+        keras.utils.set_random_seed(seed)
+        for layer in backbone_layers(build_model(tokenizers[1], seed)):
+            fresh.get_layer(layer.name).set_weights(layer.get_weights())
+    model.set_weights(fresh.get_weights())
+    if model.optimizer.built:
+        for variable in model.optimizer.variables:
+            variable.assign(np.zeros(variable.shape, variable.dtype))
+    keras.utils.set_random_seed(seed)  # the dropout of the Performer token layers
+
+
+def train(model, name, seed, data, chosen):
+    """Trains `model` (from `compile_model`) from fresh weights under `seed`.
+
+    The batches and their augmentation come from `seed` alone, the same for
+    every model. Test accuracy is measured after every `steps / evaluations`
+    steps on the first `curve_test_size` test images, and at the end on all.
+
+    Args:
+        model: the compiled model `name`.
+        name: a key of `MODELS`.
+        seed: int, seed of the weights, the batches and the augmentation.
+        data: `(x_train, y_train, x_test, y_test)` from `load_data`.
+        chosen: the setting, from `setting`.
+
+    Returns:
+        dict with the `seed`, the `final_test_accuracy`, the curves
+        `test_accuracy` and `train_accuracy` (one value per evaluation,
+        at `curve_steps(chosen)`) and the `seconds` it took.
+    """
+    x_train, y_train, x_test, y_test = data
+    curve_test = (x_test[: chosen["curve_test_size"]], y_test[: chosen["curve_test_size"]])
+    reset(model, name, seed)
+    batches = AugmentedImages(
+        x_train,
+        y_train,
+        chosen["batch_size"],
+        steps_per_epoch=chosen["steps"] // chosen["evaluations"],
+        seed=seed,
+        **AUGMENTATION,
+    )
+    start = time.perf_counter()
+    history = model.fit(
+        batches,
+        epochs=chosen["evaluations"],
+        validation_data=curve_test,
+        validation_batch_size=500,
+        verbose=0,
+    )
+    _, final = model.evaluate(x_test, y_test, batch_size=500, verbose=0)
+    return {
+        "seed": seed,
+        "final_test_accuracy": float(final),
+        "test_accuracy": [float(value) for value in history.history["val_accuracy"]],
+        "train_accuracy": [float(value) for value in history.history["accuracy"]],
+        "seconds": time.perf_counter() - start,
+    }
+
+
+def curve_steps(chosen):
+    """The optimizer step of each evaluation of the setting `chosen`."""
+    interval = chosen["steps"] // chosen["evaluations"]
+    return [interval * (index + 1) for index in range(chosen["evaluations"])]
+
+
+def describe(model, name):
+    """`MODELS[name]` with the model's parameter counts and MACs per image."""
+    trainable = sum(int(np.prod(weight.shape)) for weight in model.trainable_weights)
+    return {
+        **MODELS[name],
+        "parameters": int(model.count_params()),
+        "trainable_parameters": trainable,
+        "macs": int(count_macs(model)),
+    }
+
+
+def summarize(runs):
+    """Final test accuracy per model (mean ± std over seeds) and each paired difference.
+
+    Returns:
+        dict with one `{"mean", "std"}` entry per model of `runs` and, under
+        `"differences"`, one entry per comparison of `COMPARISONS` whose two
+        models ran: model − baseline per seed (`per_seed`), their mean and
+        their standard deviation (`ddof=1`; 0 for one seed).
+    """
+    finals = {name: [run["final_test_accuracy"] for run in runs[name]] for name in runs}
+    summary = {name: mean_and_std(values) for name, values in finals.items()}
+    summary["differences"] = {}
+    for comparison, (model, baseline) in COMPARISONS.items():
+        if model in finals and baseline in finals:
+            per_seed = [a - b for a, b in zip(finals[model], finals[baseline], strict=True)]
+            summary["differences"][comparison] = {**mean_and_std(per_seed), "per_seed": per_seed}
+    return summary
+
+
+def table(results):
+    """A markdown table of the final accuracies and the paired differences."""
+    lines = [
+        "| model | parameters | MACs | final test accuracy (mean ± std) |",
+        "|---|---|---|---|",
+    ]
+    for name, entry in results["models"].items():
+        summary = results["summary"][name]
         lines.append(
             f"| {name} | {entry['parameters']:,} | {entry['macs'] / 1e6:.1f}M | "
-            f"{entry['mean_accuracy']:.4f} ± {entry['std_accuracy']:.4f} |"
+            f"{summary['mean']:.4f} ± {summary['std']:.4f} |"
+        )
+    lines.append("")
+    for comparison, (model, baseline) in COMPARISONS.items():
+        difference = results["summary"]["differences"][comparison]
+        lines.append(
+            f"{model} − {baseline} (paired): {difference['mean']:+.4f} ± {difference['std']:.4f}"
         )
     return "\n".join(lines)
 
 
-def _figure(rows, summary):
-    import matplotlib
-
-    matplotlib.use("Agg")
+def plot_curves(results):
+    """One panel per comparison: test accuracy against steps, mean ± 1 std over seeds."""
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, len(COMPARISONS), figsize=(8, 3.2), sharey=True)
-    for axis, (title, names) in zip(axes, COMPARISONS.items(), strict=True):
-        for position, name in enumerate(names):
-            accuracies = [row["test_accuracy"] for row in rows if row["model"] == name]
-            axis.bar(position, summary[name]["mean_accuracy"], color=f"C{position}", alpha=0.6)
-            axis.scatter([position] * len(accuracies), accuracies, color="black", s=12, zorder=3)
-        axis.set_xticks(range(len(names)), names)
-        axis.set_title(title)
-    low = min(row["test_accuracy"] for row in rows)
-    axes[0].set_ylim(max(0.0, low - 0.05), min(1.0, max(r["test_accuracy"] for r in rows) + 0.02))
-    axes[0].set_ylabel("test accuracy (bars: mean, dots: seeds)")
+    figure, axes = plt.subplots(1, len(COMPARISONS), figsize=(8.4, 3.4), sharey=True)
+    steps = results["curve_steps"]
+    for axis, (comparison, names) in zip(axes, COMPARISONS.items(), strict=True):
+        for name, color in zip(names, ("tab:red", "tab:gray"), strict=True):
+            curves = np.array([run["test_accuracy"] for run in results["runs"][name]])
+            mean = curves.mean(0)
+            std = curves.std(0, ddof=1) if len(curves) > 1 else np.zeros_like(mean)
+            label = f"{name} ({results['models'][name]['parameters']:,} parameters)"
+            axis.plot(steps, mean, color=color, label=label)
+            axis.fill_between(steps, mean - std, mean + std, color=color, alpha=0.2)
+        difference = results["summary"]["differences"][comparison]
+        axis.set_title(
+            f"{names[0]} − {names[1]}, final: {difference['mean']:+.3f} ± {difference['std']:.3f}",
+            fontsize="medium",
+        )
+        axis.set_xlabel("optimizer step")
+        axis.legend(fontsize="small")
+    axes[0].set_ylabel("test accuracy, first test images\n(mean ± 1 std over seeds)")
     figure.tight_layout()
     return figure

@@ -18,12 +18,6 @@ LOGSPARSE_MODELS = {
 }
 INITS = ("default", "mimetic")
 PARITY_SCALES = {"none": "plain", "log_length": "log-length scaled"}
-T2T_MODELS = {
-    "t2t_vit": "T2T-ViT (width 64, 4 blocks)",
-    "vit": "plain ViT, 4×4 patches (width 64, 4 blocks)",
-    "deep_narrow": "T2T-ViT deep-narrow (width 64, 8 blocks)",
-    "shallow_wide": "T2T-ViT shallow-wide (width 128, 2 blocks)",
-}
 
 
 LOGSPARSE_DECODERS = {"mean_path": "mean path", "sample_paths": "sample paths"}
@@ -191,22 +185,44 @@ def mimetic(stem):
 
 
 def t2t(stem):
+    """Per comparison: each model's size and final test accuracy, and the paired difference."""
+
+    def label(sizes):
+        patch = sizes.get("patch_size")
+        tokenizer = "T2T module" if sizes["tokenizer"] == "t2t" else f"{patch}×{patch} patches"
+        blocks = f"{sizes['depth']} blocks of {sizes['num_heads']} heads"
+        return f"{tokenizer}, width {sizes['embed_dim']}, {blocks}"
+
     def table(results):
         data = results(stem)
-        header = ["model", "parameters", "MACs", "test accuracy, mean ± std", "per seed"]
+        header = [
+            "model",
+            "parameters",
+            "MACs",
+            "test accuracy, mean ± std",
+            "per seed",
+            "paired difference, mean ± std (per seed)",
+        ]
         rows = []
-        for name, label in T2T_MODELS.items():
-            summary = data["summary"][name]
-            seeds = [r["test_accuracy"] for r in data["runs"] if r["model"] == name]
-            rows.append(
-                [
-                    label,
-                    f"{summary['parameters']:,}",
-                    f"{summary['macs'] / 1e6:.1f}M",
-                    f"{summary['mean_accuracy']:.3f} ± {summary['std_accuracy']:.3f}",
-                    ", ".join(f"{value:.3f}" for value in seeds),
-                ]
+        for comparison, names in data["comparisons"].items():
+            difference = data["summary"]["differences"][comparison]
+            paired = (
+                f"**{difference['mean']:+.4f} ± {difference['std']:.4f}** "
+                f"({', '.join(f'{value:+.3f}' for value in difference['per_seed'])})"
             )
+            for name in names:
+                sizes, summary = data["models"][name], data["summary"][name]
+                finals = [run["final_test_accuracy"] for run in data["runs"][name]]
+                rows.append(
+                    [
+                        label(sizes),
+                        f"{sizes['parameters']:,}",
+                        f"{sizes['macs'] / 1e6:.1f}M",
+                        f"{summary['mean']:.4f} ± {summary['std']:.4f}",
+                        ", ".join(f"{value:.4f}" for value in finals),
+                        paired if name == names[0] else "",
+                    ]
+                )
         return markdown_table(header, rows)
 
     return table
@@ -549,7 +565,7 @@ TABLES = {
     "parity-reduced-parity-runs": parity_runs("parity-reduced-full", "parity"),
     "mimetic-full": mimetic("mimetic-full"),
     "mimetic-minilm": minilm_diagonals,
-    "t2t-fast": t2t("t2t-fast"),
+    "t2t-full": t2t("t2t-full"),
     "topics-fast-end-state": topics_end_state("topics-fast"),
     "topics-fast-take-off": topics_take_off("topics-fast"),
     "topics-fast-minilm": topics_minilm("topics-fast"),
