@@ -31,6 +31,7 @@ from keras_attn.models import build_vision_transformer
 from keras_attn.pretrained import load_minilm_weights
 from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
 from keras_attn.utils import finish_run
+from keras_attn.utils.training import fit_with_test_curve
 
 NAME = "mimetic"
 HELP = "Small ViT on Fashion-MNIST: default vs mimetic attention init; MiniLM weight analysis."
@@ -228,24 +229,11 @@ def compare_inits(data, chosen, position_embedding, steps):
             batches = AugmentedImages(
                 x_train, y_train, BATCH_SIZE, steps_per_epoch=interval, seed=seed, **AUGMENTATION
             )
-            start = time.perf_counter()
-            history = model.fit(
-                batches,
-                epochs=chosen["evaluations"],
-                validation_data=curve_test,
-                validation_batch_size=500,
-                verbose=0,
+            run = fit_with_test_curve(
+                model, batches, chosen["evaluations"], curve_test, (x_test, y_test)
             )
-            _, final = model.evaluate(x_test, y_test, batch_size=500, verbose=0)
-            runs[init].append(
-                {
-                    "seed": seed,
-                    "final_test_accuracy": float(final),
-                    "test_accuracy": [float(value) for value in history.history["val_accuracy"]],
-                    "train_accuracy": [float(v) for v in history.history["accuracy"]],
-                    "seconds": time.perf_counter() - start,
-                }
-            )
+            runs[init].append({"seed": seed, **run})
+            final = run["final_test_accuracy"]
             print(
                 f"{len(x_train):>6} images, {position_embedding:>7} positions, {init:>8} "
                 f"seed {seed}: test accuracy {final:.4f}"

@@ -43,6 +43,7 @@ from keras_attn.datasets import AugmentedImages, load_fashion_mnist
 from keras_attn.models import build_t2t_vit
 from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
 from keras_attn.utils import count_macs
+from keras_attn.utils.training import fit_with_test_curve
 from keras_attn.utils.validation import check_choice
 
 NAME = "t2t"
@@ -339,21 +340,9 @@ def train(model, name, seed, data, chosen):
         seed=seed,
         **AUGMENTATION,
     )
-    start = time.perf_counter()
-    history = model.fit(
-        batches,
-        epochs=chosen["evaluations"],
-        validation_data=curve_test,
-        validation_batch_size=500,
-        verbose=0,
-    )
-    _, final = model.evaluate(x_test, y_test, batch_size=500, verbose=0)
     return {
         "seed": seed,
-        "final_test_accuracy": float(final),
-        "test_accuracy": [float(value) for value in history.history["val_accuracy"]],
-        "train_accuracy": [float(value) for value in history.history["accuracy"]],
-        "seconds": time.perf_counter() - start,
+        **fit_with_test_curve(model, batches, chosen["evaluations"], curve_test, (x_test, y_test)),
     }
 
 
