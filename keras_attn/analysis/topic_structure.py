@@ -205,8 +205,23 @@ def value_word_matrix(model):
     return embedding @ value @ output @ decoder
 
 
-def _pair_means(matrix, topics):
-    """Mean over same-topic pairs (off the diagonal) and over different-topic pairs."""
+def topic_pair_means(matrix, topics):
+    """Mean entry over same-topic pairs (off the diagonal) and over different-topic pairs.
+
+    Args:
+        matrix: `(vocabulary, vocabulary)` array over token ids.
+        topics: `(vocabulary,)` topic of each id; ids with topic -1 (special
+            tokens) are left out.
+
+    Returns:
+        `(same, different)`, two floats.
+
+    Example:
+
+    >>> import numpy as np
+    >>> topic_pair_means(np.arange(9.0).reshape(3, 3), np.array([0, 0, 1]))
+    (2.0, 5.0)
+    """
     words = np.flatnonzero(topics >= 0)
     block = matrix[np.ix_(words, words)]
     same = topics[words][:, None] == topics[words][None, :]
@@ -225,7 +240,7 @@ def block_gap(matrix, topics):
         float; 0 when the matrix has no topic structure.
     """
     words = np.flatnonzero(topics >= 0)
-    same, different = _pair_means(matrix, topics)
+    same, different = topic_pair_means(matrix, topics)
     scale = matrix[np.ix_(words, words)].std()
     return (same - different) / scale if scale > 0 else 0.0
 
@@ -284,7 +299,7 @@ def topic_statistics(model, tokens, topics):
     """
     embedding_layer = model.get_layer("token_embedding")
     embedding = keras.ops.convert_to_numpy(embedding_layer.embeddings)
-    same, different = _pair_means(embedding @ embedding.T, topics)
+    same, different = topic_pair_means(embedding @ embedding.T, topics)
     x = embedding_layer(tokens)  # (batch, length, dim)
     _, scores = model.get_layer("attention")(
         x, mask=np.asarray(tokens) != PAD_ID, return_attention_scores=True

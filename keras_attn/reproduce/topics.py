@@ -22,6 +22,7 @@ from keras_attn.analysis.topic_structure import (
     attention_topic_statistics,
     block_gap,
     generate_lda_documents,
+    topic_pair_means,
     train_topic_model,
 )
 from keras_attn.reproduce._run import choose_setting, finish
@@ -125,8 +126,8 @@ def minilm_experiment(num_topics, words_per_topic, num_passages, seed):
         output = kernels["output"].reshape(-1, weights.hidden_size)  # (heads * head_dim, dim)
         value_map = embedding @ value @ output @ embedding.T  # (words, words)
         value_gaps.append(float(block_gap(value_map, topics)))
-    same, different = _pair_means(embedding @ embedding.T, topics)
-    same_cos, different_cos = _pair_means(normalized @ normalized.T, topics)
+    same, different = topic_pair_means(embedding @ embedding.T, topics)
+    same_cos, different_cos = topic_pair_means(normalized @ normalized.T, topics)
     vocabulary_topics = np.full(len(vocabulary), -1)
     vocabulary_topics[token_ids] = topics
     return {
@@ -175,12 +176,6 @@ def _minilm_attention(weights, vocabulary_topics, num_passages, seed, words_per_
         }
         for batches in per_layer
     ]
-
-
-def _pair_means(matrix, topics):
-    same = topics[:, None] == topics[None, :]
-    off_diagonal = ~np.eye(len(topics), dtype=bool)
-    return float(matrix[same & off_diagonal].mean()), float(matrix[~same].mean())
 
 
 def fit_austen_topics(num_topics, words_per_topic, seed, keep=lambda word: True):
