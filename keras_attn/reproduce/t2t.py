@@ -30,8 +30,8 @@ deep-narrow − shallow-wide) with its mean ± std.
 Settings: the fast one (the default) trains on 4,000 images for 60 steps
 with seeds 0 and 1, a smoke test of about 5 minutes; `--full` trains on all
 60,000 images for 800 steps per run with seeds 0 and 1 and takes the final
-accuracy on all 10,000 test images, about 36 minutes on 2 idle CPU cores
-(an estimate from measured step times).
+accuracy on all 10,000 test images, 30 minutes on 2 CPU cores (the
+committed run, `results/t2t-full.json`).
 """
 
 import time
@@ -115,13 +115,9 @@ SETTINGS = {
         "seeds": 2,
         "mode": "xla",
     },
-    # `--full`: about 36 minutes on 2 idle cores, estimated from measured
-    # steps: CPU-seconds per step of patches 0.16, T2T 0.22, shallow-wide
-    # 0.28, deep-narrow 0.47 (an evaluation batch of 500 about 1.3 steps),
-    # so 2 seeds x (800 steps + 60 evaluation batches) take about 33 minutes,
-    # plus about 2.5 minutes of XLA compilation. CPU-seconds stand for the
-    # wall time on idle cores: the full mimetic run, whose XLA-compiled ViT
-    # is the size of the patch model here, took 0.17-0.2 s a step.
+    # `--full`: 30 minutes on 2 cores (results/t2t-full.json; about 36 were
+    # estimated beforehand from CPU-seconds per step: patches 0.16, T2T 0.22,
+    # shallow-wide 0.28, deep-narrow 0.47).
     "full": {
         "train_size": 60000,
         "steps": 800,
