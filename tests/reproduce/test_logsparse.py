@@ -7,6 +7,9 @@ import pytest
 from keras_attn.reproduce import logsparse
 
 
+# The whole small run, like every reproduction's (`python -m pytest -m slow`);
+# the notebook trains the same models at the small size in the default suite.
+@pytest.mark.slow
 def test_small_reproduction_writes_both_comparisons_and_decoders(tmp_path):
     args = argparse.Namespace(
         out=str(tmp_path), full=False, datasets=None, models=["logsparse_conv"], seed=0

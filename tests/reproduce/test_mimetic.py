@@ -10,6 +10,9 @@ from keras_attn.pretrained import load_minilm_weights
 from keras_attn.reproduce import mimetic
 
 
+# The whole small run, like every reproduction's (`python -m pytest -m slow`);
+# the notebook trains the same models at the small size in the default suite.
+@pytest.mark.slow
 def test_small_run_writes_consistent_results(tmp_path):
     assert main(["reproduce", "mimetic", "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "mimetic.json").read_text())

@@ -11,6 +11,9 @@ from keras_attn.utils.docs_table_specs import TABLES
 from keras_attn.utils.docs_tables import Results
 
 
+# The whole small run, like every reproduction's (`python -m pytest -m slow`);
+# the notebook trains the same models at the small size in the default suite.
+@pytest.mark.slow
 def test_small_run_writes_consistent_results(tmp_path):
     assert main(["reproduce", "t2t", "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "t2t.json").read_text())
