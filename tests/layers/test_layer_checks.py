@@ -1,5 +1,7 @@
 """The layer contract can fail: deliberately broken layers must not pass it."""
 
+import unittest
+
 import keras
 import pytest
 from keras import ops
@@ -62,6 +64,14 @@ def test_softmax_in_float16_fails_the_mixed_precision_contract(tmp_path):
     # Masked logits overflow float16 to -inf; a fully padded row then gives NaN.
     with pytest.raises(AssertionError, match="Non-finite|Relative error"):
         _checks(_Float16Softmax, attention_pattern="causal").run("mixed_float16", tmp_path)
+
+
+def test_mixed_checks_skip_on_jax_only_without_the_flag(tmp_path):
+    checks = _checks(_Float16Softmax, attention_pattern="causal")
+    checks.mixed_precision_on_jax = False
+    expected = unittest.SkipTest if keras.backend.backend() == "jax" else AssertionError
+    with pytest.raises(expected):
+        checks.run("mixed_float16", tmp_path)
 
 
 def test_an_undeclared_weight_fails_the_weight_count(tmp_path):
