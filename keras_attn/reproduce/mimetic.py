@@ -31,7 +31,12 @@ from keras_attn.models import build_vision_transformer
 from keras_attn.pretrained import load_minilm_weights
 from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
 from keras_attn.utils import finish_run
-from keras_attn.utils.training import fit_with_test_curve
+from keras_attn.utils.training import (
+    LIGHT_AUGMENTATION,
+    WARMUP_COSINE_ADAMW,
+    fit_with_test_curve,
+    warmup_cosine_adamw,
+)
 
 NAME = "mimetic"
 HELP = "Small ViT on Fashion-MNIST: default vs mimetic attention init; MiniLM weight analysis."
@@ -82,13 +87,8 @@ SETTINGS = {
 }
 MODEL = {"patch_size": 4, "num_heads": 4, "mlp_ratio": 2.0}
 BATCH_SIZE = 128
-AUGMENTATION = {"max_shift": 2, "flip": True}
-OPTIMIZER = {
-    "name": "AdamW",
-    "learning_rate": 1e-3,
-    "weight_decay": 0.05,
-    "schedule": "linear warm-up over the first 10% of the steps, then cosine decay to 0",
-}
+AUGMENTATION = LIGHT_AUGMENTATION
+OPTIMIZER = WARMUP_COSINE_ADAMW
 
 
 def add_arguments(parser):
@@ -260,16 +260,9 @@ def compile_model(chosen, position_embedding, steps, image_shape=(28, 28)):
     decay. The learning rate is a schedule, so the optimizer's state is only
     its iteration count and moments, which `reset` sets back to zero.
     """
-    warmup_steps = max(1, steps // 10)
-    schedule = keras.optimizers.schedules.CosineDecay(
-        0.0,
-        decay_steps=max(1, steps - warmup_steps),
-        warmup_target=OPTIMIZER["learning_rate"],
-        warmup_steps=warmup_steps,
-    )
     model = build_model(chosen, position_embedding, image_shape)
     model.compile(
-        optimizer=keras.optimizers.AdamW(schedule, weight_decay=OPTIMIZER["weight_decay"]),
+        optimizer=warmup_cosine_adamw(steps),
         loss="sparse_categorical_crossentropy",
         metrics=["accuracy"],
         jit_compile=True,

@@ -43,7 +43,12 @@ from keras_attn.datasets import AugmentedImages, load_fashion_mnist
 from keras_attn.models import build_t2t_vit
 from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
 from keras_attn.utils import count_macs
-from keras_attn.utils.training import fit_with_test_curve
+from keras_attn.utils.training import (
+    LIGHT_AUGMENTATION,
+    WARMUP_COSINE_ADAMW,
+    fit_with_test_curve,
+    warmup_cosine_adamw,
+)
 from keras_attn.utils.validation import check_choice
 
 NAME = "t2t"
@@ -129,13 +134,8 @@ SETTINGS = {
         "mode": "xla",
     },
 }
-AUGMENTATION = {"max_shift": 2, "flip": True}
-OPTIMIZER = {
-    "name": "AdamW",
-    "learning_rate": 1e-3,
-    "weight_decay": 0.05,
-    "schedule": "linear warm-up over the first 10% of the steps, then cosine decay to 0",
-}
+AUGMENTATION = LIGHT_AUGMENTATION
+OPTIMIZER = WARMUP_COSINE_ADAMW
 
 
 def add_arguments(parser):
@@ -267,16 +267,9 @@ def compile_model(name, steps, mode):
             compiled by XLA).
     """
     check_choice("mode", mode, MODES)
-    warmup_steps = max(1, steps // 10)
-    schedule = keras.optimizers.schedules.CosineDecay(
-        0.0,
-        decay_steps=max(1, steps - warmup_steps),
-        warmup_target=OPTIMIZER["learning_rate"],
-        warmup_steps=warmup_steps,
-    )
     model = build_model(name)
     model.compile(
-        optimizer=keras.optimizers.AdamW(schedule, weight_decay=OPTIMIZER["weight_decay"]),
+        optimizer=warmup_cosine_adamw(steps),
         loss="sparse_categorical_crossentropy",
         metrics=["accuracy"],
         jit_compile=mode == "xla",

@@ -1,6 +1,47 @@
-"""Training with a test-accuracy curve, as the vision reproductions report it."""
+"""The vision reproductions' training recipe and their fit with a test-accuracy curve."""
 
 import time
+
+import keras
+
+# Light augmentation, the arguments of `keras_attn.datasets.AugmentedImages`.
+LIGHT_AUGMENTATION = {"max_shift": 2, "flip": True}
+# The optimizer `warmup_cosine_adamw` builds, as the result files record it.
+WARMUP_COSINE_ADAMW = {
+    "name": "AdamW",
+    "learning_rate": 1e-3,
+    "weight_decay": 0.05,
+    "schedule": "linear warm-up over the first 10% of the steps, then cosine decay to 0",
+}
+
+
+def warmup_cosine_adamw(steps):
+    """AdamW as `WARMUP_COSINE_ADAMW` describes it, over `steps` optimizer steps.
+
+    The learning rate rises linearly from 0 over the first 10% of the steps
+    (at least one), then decays to 0 along a cosine. The rate is a schedule,
+    so the optimizer's state is only its iteration count and moments.
+
+    Args:
+        steps: int, the optimizer steps of the whole run.
+
+    Returns:
+        a `keras.optimizers.AdamW`.
+
+    Example:
+
+    >>> optimizer = warmup_cosine_adamw(100)
+    >>> round(float(optimizer.learning_rate), 6)  # step 0: the warm-up starts at 0
+    0.0
+    """
+    warmup_steps = max(1, steps // 10)
+    schedule = keras.optimizers.schedules.CosineDecay(
+        0.0,
+        decay_steps=max(1, steps - warmup_steps),
+        warmup_target=WARMUP_COSINE_ADAMW["learning_rate"],
+        warmup_steps=warmup_steps,
+    )
+    return keras.optimizers.AdamW(schedule, weight_decay=WARMUP_COSINE_ADAMW["weight_decay"])
 
 
 def fit_with_test_curve(model, batches, evaluations, curve_test, test):

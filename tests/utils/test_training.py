@@ -4,7 +4,7 @@ import keras
 import numpy as np
 
 from keras_attn.datasets import AugmentedImages
-from keras_attn.utils.training import fit_with_test_curve
+from keras_attn.utils.training import WARMUP_COSINE_ADAMW, fit_with_test_curve, warmup_cosine_adamw
 
 
 def test_one_curve_point_per_epoch_and_the_final_accuracy_on_the_test_set():
@@ -29,3 +29,18 @@ def test_one_curve_point_per_epoch_and_the_final_accuracy_on_the_test_set():
     predicted = model.predict(images, verbose=0).argmax(-1)
     assert run["test_accuracy"][-1] == np.float32(np.mean(predicted[:8] == labels[:8]))
     assert run["final_test_accuracy"] == np.float32(np.mean(predicted[8:] == labels[8:]))
+
+
+def test_warmup_cosine_adamw_rises_over_a_tenth_of_the_steps_then_decays_to_zero():
+    optimizer = warmup_cosine_adamw(100)
+    rates = {}
+    for step in (0, 5, 10, 55, 100):
+        optimizer.iterations.assign(step)
+        rates[step] = float(optimizer.learning_rate)
+    peak = WARMUP_COSINE_ADAMW["learning_rate"]
+    np.testing.assert_allclose(
+        [rates[0], rates[5], rates[10], rates[55], rates[100]],
+        [0.0, peak / 2, peak, peak / 2, 0.0],  # linear warm-up, then half a cosine over 90 steps
+        atol=1e-9,
+    )
+    assert optimizer.weight_decay == WARMUP_COSINE_ADAMW["weight_decay"]
