@@ -262,6 +262,15 @@ def fourier_filter(results):
     return markdown_table(["L", "attention (ms)", "filter (ms)", "filter / attention"], rows)
 
 
+def ffn_memories_benchmark(results):
+    data = results("benchmarks/ffn_memories")["results"]
+    rows = [
+        ["forward passes alone (baseline)", f"{data['forward_s']:.1f}", "1.00"],
+        ["analyze_memories", f"{data['analysis_s']:.1f}", f"{data['ratio']:.2f}"],
+    ]
+    return markdown_table(["work", "seconds", "ratio to the forward passes"], rows)
+
+
 def t2t_benchmark(results):
     data = results("benchmarks/t2t_vit")["results"]
     batch = data["batch"]
@@ -581,4 +590,5 @@ TABLES = {
     "bsarec-fast": bsarec("bsarec-fast"),
     "fourier-filter-benchmark": fourier_filter,
     "ffn-memories-fast": ffn_memories("ffn-memories-fast"),
+    "ffn-memories-benchmark": ffn_memories_benchmark,
 }
