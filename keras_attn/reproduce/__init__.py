@@ -69,7 +69,7 @@ REPRODUCTIONS = {
         "ffn_memories",
         "Key-value memories in the feed-forward layers of a word-level LM on Jane Austen.",
         "84 s (measured at load 1.7)",
-        "about 30 minutes (estimate)",
+        "1624 s (measured at load 7.2)",
         "ffn-memories.md",
     ),
     "heads": Reproduction(

@@ -590,5 +590,6 @@ TABLES = {
     "bsarec-fast": bsarec("bsarec-fast"),
     "fourier-filter-benchmark": fourier_filter,
     "ffn-memories-fast": ffn_memories("ffn-memories-fast"),
+    "ffn-memories-full": ffn_memories("ffn-memories-full"),
     "ffn-memories-benchmark": ffn_memories_benchmark,
 }
