@@ -109,10 +109,17 @@ def _expected_mask(pattern, length):
     return mask
 
 
+# JAX compiles every eager op again for each new shape: it checks the
+# lengths around the powers of two, the other backends more.
+DEFINITION_LENGTHS = (1, 2, 3, 7, 8, 9, 40, 64, 65)
+if keras.backend.backend() == "jax":
+    DEFINITION_LENGTHS = (1, 8, 9, 65)
+
+
 @pytest.mark.parametrize("name", sorted(PATTERNS))
 def test_pattern_matches_the_paper_definition(name):
     pattern = PATTERNS[name]
-    for length in (1, 2, 3, 7, 8, 9, 40, 64, 65):
+    for length in DEFINITION_LENGTHS:
         assert_array_equal(_numpy(pattern.dense_mask(length)), _expected_mask(pattern, length))
 
 
@@ -374,7 +381,14 @@ def test_static_offsets_give_the_key_indices(name):
     assert pattern.static_offsets(keras.ops.convert_to_tensor(8)) is None
 
 
-@pytest.mark.parametrize("name", sorted(OFFSET_PATTERNS))
+# The shifted views and their custom gradient are one code path for every
+# pattern; JAX, where each eager op compiles, checks one pattern of each kind.
+GRADIENT_PATTERNS = sorted(OFFSET_PATTERNS)
+if keras.backend.backend() == "jax":
+    GRADIENT_PATTERNS = ["local_5", "restart_24", "window_3"]
+
+
+@pytest.mark.parametrize("name", GRADIENT_PATTERNS)
 def test_shifted_attention_equals_gathered_attention_with_gradients(name):
     """The offset path (shifted views, custom gradient) against the gathered keys."""
     x = np.random.default_rng(0).normal(size=(2, 37, 8)).astype("float32")
