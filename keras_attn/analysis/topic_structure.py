@@ -356,7 +356,10 @@ def attention_topic_statistics(attention_weights, tokens, topics):
         topics: `(vocabulary,)` topic of each id, -1 for special tokens.
 
     Returns:
-        dict with `same_topic`, `different_topic` and `uniform` (mean `1/n`).
+        dict with `same_topic`, `different_topic`, `uniform` (mean `1/n`)
+        and `same_topic_over_uniform`, `different_topic_over_uniform`: the
+        same means with each query's weights multiplied by its document's
+        `n` (1 for uniform attention, whatever the lengths).
     """
     return _TopicPairs(tokens, topics).statistics(attention_weights)
 
@@ -375,12 +378,16 @@ class _TopicPairs:
         pair = is_word[:, :, None] & is_word[:, None, :]
         pair &= ~np.eye(tokens.shape[1], dtype=bool)[None]  # (batch, length, length)
         same = pair & (token_topics[:, :, None] == token_topics[:, None, :])
-        self.selections = {"same_topic": same, "different_topic": pair & ~same}
+        lengths = np.sum(tokens != PAD_ID, axis=1)  # (batch,)
         self.per_query = {}
-        for name, selection in self.selections.items():
+        for name, selection in (("same_topic", same), ("different_topic", pair & ~same)):
             counts = selection.sum(axis=-1, keepdims=True)  # (batch, length, 1)
             self.per_query[name] = (selection / np.maximum(counts, 1), int((counts > 0).sum()))
-        self.uniform = float(np.mean(1.0 / np.sum(tokens != PAD_ID, axis=1)))
+            self.per_query[f"{name}_over_uniform"] = (
+                self.per_query[name][0] * lengths[:, None, None],
+                self.per_query[name][1],
+            )
+        self.uniform = float(np.mean(1.0 / lengths))
 
     def statistics(self, attention_weights):
         weights = np.asarray(attention_weights, dtype=np.float64)
@@ -403,8 +410,9 @@ def topic_statistics(model, tokens, topics):
         dict: `embedding_same_topic` / `embedding_different_topic` (mean
         inner product of the words' embeddings, `word_embeddings`),
         `attention_same_topic` / `attention_different_topic` /
-        `attention_uniform` (`attention_topic_statistics`, every word
-        visible), and `value_block_gap` (`block_gap` of `value_word_matrix`).
+        `attention_uniform` and `attention_same_over_uniform` /
+        `attention_different_over_uniform` (`attention_topic_statistics`,
+        every word visible), and `value_block_gap` (`block_gap` of `value_word_matrix`).
     """
     weights = _attention_weights_function(model)(np.asarray(tokens, "int32"))
     pairs = _TopicPairs(tokens, topics)
@@ -442,6 +450,8 @@ def _statistics(model, attention_weights, pairs, topics):
         "attention_same_topic": attention["same_topic"],
         "attention_different_topic": attention["different_topic"],
         "attention_uniform": attention["uniform"],
+        "attention_same_over_uniform": attention["same_topic_over_uniform"],
+        "attention_different_over_uniform": attention["different_topic_over_uniform"],
         "value_block_gap": float(block_gap(value_word_matrix(model), topics)),
     }
 

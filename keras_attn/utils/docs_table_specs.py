@@ -359,24 +359,35 @@ def adavit_speedup(results):
     return markdown_table(["speed-up of the fast path over", *batches], rows)
 
 
+def _mean_std(summary, digits):
+    return f"{summary['mean']:.{digits}f} ± {summary['std']:.{digits}f}"
+
+
+TOPIC_CONFIGURATIONS = {"joint": "joint (all trained)", "official": "official (frozen)"}
+
+
 def topics_end_state(stem):
     def table(results):
-        final = results(stem)["synthetic"]["final"]
-        rows = [
-            [
-                "attention per key word",
-                f"**{final['attention_same_topic']:.4f}**",
-                f"{final['attention_uniform']:.4f}",
-                f"**{final['attention_different_topic']:.4f}**",
-            ],
-            [
-                "embedding inner product",
-                f"{final['embedding_same_topic']:.3f}",
-                "",
-                f"{final['embedding_different_topic']:.3f}",
-            ],
-        ]
-        return markdown_table(["Statistic", "Same topic", "Uniform `1/n`", "Different topic"], rows)
+        synthetic = results(stem)["synthetic"]
+        rows = []
+        for configuration, label in TOPIC_CONFIGURATIONS.items():
+            summary = synthetic[configuration]
+            finals = summary["final_curves"]
+            holds = summary["end_state_holds"]
+            rows.append(
+                [
+                    label,
+                    summary["steps"][-1],
+                    _mean_std(finals["value_block_gap"], 2),
+                    _mean_std(finals["attention_same_over_uniform"], 3),
+                    _mean_std(finals["attention_different_over_uniform"], 3),
+                    _mean_std(finals["embedding_gap"], 3),
+                    f"{sum(holds)} / {len(holds)}",
+                ]
+            )
+        header = ["Configuration", "Steps", "Value block gap", "Same-topic attention × n"]
+        header += ["Different-topic attention × n", "Embedding gap", "Same > 1/n > different"]
+        return markdown_table(header, rows)
 
     return table
 
@@ -385,13 +396,17 @@ def topics_take_off(stem):
     labels = {
         "value_block_gap": "value block gap (`E W_v W_o D`)",
         "embedding_gap": "embedding inner-product gap",
-        "attention_gap": "attention gap ((same − different) / `1/n`)",
+        "attention_gap": "attention gap ((same − different) × n)",
     }
 
     def table(results):
-        steps = results(stem)["synthetic"]["take_off_step"]
-        rows = [[label, steps[key]] for key, label in labels.items()]
-        return markdown_table(["Statistic", "Step"], rows)
+        synthetic = results(stem)["synthetic"]
+        rows = []
+        for configuration, label in TOPIC_CONFIGURATIONS.items():
+            for key, take_off in synthetic[configuration]["take_off_step"].items():
+                per_seed = ", ".join(str(step) for step in take_off["per_seed"])
+                rows.append([label, labels[key], _mean_std(take_off, 1), per_seed])
+        return markdown_table(["Configuration", "Statistic", "Step (mean ± std)", "Per seed"], rows)
 
     return table
 
@@ -566,9 +581,9 @@ TABLES = {
     "mimetic-full": mimetic("mimetic-full"),
     "mimetic-minilm": minilm_diagonals,
     "t2t-full": t2t("t2t-full"),
-    "topics-fast-end-state": topics_end_state("topics-fast"),
-    "topics-fast-take-off": topics_take_off("topics-fast"),
-    "topics-fast-minilm": topics_minilm("topics-fast"),
+    "topics-full-end-state": topics_end_state("topics-full"),
+    "topics-full-take-off": topics_take_off("topics-full"),
+    "topics-full-minilm": topics_minilm("topics-full"),
     "adavit-fast-accuracy": adavit_accuracy,
     "adavit-fast-latency": adavit_latency,
     "adavit-fast-speedup": adavit_speedup,

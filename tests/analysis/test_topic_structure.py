@@ -69,6 +69,8 @@ def test_attention_statistics_by_hand():
     assert stats["same_topic"] == pytest.approx((0.5 + 0.6) / 2)
     assert stats["different_topic"] == pytest.approx((0.3 + 0.3 + 0.3) / 3)
     assert stats["uniform"] == pytest.approx(1 / 3)
+    assert stats["same_topic_over_uniform"] == pytest.approx(3 * (0.5 + 0.6) / 2)
+    assert stats["different_topic_over_uniform"] == pytest.approx(3 * 0.3)
 
 
 def test_block_gap():
@@ -190,7 +192,7 @@ def test_statistics_against_numpy_on_a_tiny_model():
     off = ~np.eye(len(words), dtype=bool)
     gap = (value_map[same & off].mean() - value_map[~same].mean()) / value_map.std()
     # Attention: masked softmax of q k / sqrt(d) per document, then per-query means.
-    same_means, different_means, inverse_lengths = [], [], []
+    same_means, different_means, inverse_lengths, same_n, different_n = [], [], [], [], []
     for row, length in zip(corpus.tokens, corpus.lengths, strict=True):
         x = embedding[row[:length]]
         logits = (x @ query) @ (x @ key).T / np.sqrt(4)
@@ -203,8 +205,10 @@ def test_statistics_against_numpy_on_a_tiny_model():
             different_keys = others & (word_topics != word_topics[i])
             if same_keys.any():
                 same_means.append(weights[i, same_keys].mean())
+                same_n.append(length * weights[i, same_keys].mean())
             if different_keys.any():
                 different_means.append(weights[i, different_keys].mean())
+                different_n.append(length * weights[i, different_keys].mean())
         inverse_lengths.append(1 / length)
     statistics = topic_statistics(model, corpus.tokens, topics)
     expected = {
@@ -213,6 +217,8 @@ def test_statistics_against_numpy_on_a_tiny_model():
         "attention_same_topic": np.mean(same_means),
         "attention_different_topic": np.mean(different_means),
         "attention_uniform": np.mean(inverse_lengths),
+        "attention_same_over_uniform": np.mean(same_n),
+        "attention_different_over_uniform": np.mean(different_n),
         "value_block_gap": gap,
     }
     assert statistics == pytest.approx(expected, rel=1e-4, abs=1e-6)
@@ -227,6 +233,7 @@ def test_uniform_attention_gives_one_over_n_and_callback_records():
     assert stats["attention_uniform"] == pytest.approx(1 / 120)
     assert stats["attention_same_topic"] == pytest.approx(1 / 120, rel=1e-5)
     assert stats["attention_different_topic"] == pytest.approx(1 / 120, rel=1e-5)
+    assert stats["attention_same_over_uniform"] == pytest.approx(1.0, rel=1e-5)
     callback = TopicStatisticsCallback(corpus.tokens[:2], corpus.word_topics, steps=[0, 2])
     inputs, targets, weights = mask_tokens(
         corpus.tokens, corpus.vocabulary_size, np.random.default_rng(0)
