@@ -47,14 +47,10 @@ PROBE_DOCUMENTS = 128
 
 CURVES = {
     "embedding_gap": lambda r: r["embedding_same_topic"] - r["embedding_different_topic"],
-    "attention_same_over_uniform": lambda r: r["attention_same_topic"] / r["attention_uniform"],
-    "attention_different_over_uniform": (
-        lambda r: r["attention_different_topic"] / r["attention_uniform"]
-    ),
+    "attention_same_over_uniform": lambda r: r["attention_same_over_uniform"],
+    "attention_different_over_uniform": lambda r: r["attention_different_over_uniform"],
     "attention_gap": (
-        lambda r: (
-            (r["attention_same_topic"] - r["attention_different_topic"]) / r["attention_uniform"]
-        )
+        lambda r: r["attention_same_over_uniform"] - r["attention_different_over_uniform"]
     ),
     "value_block_gap": lambda r: r["value_block_gap"],
 }

@@ -430,6 +430,63 @@ def topics_minilm(stem):
     return table
 
 
+def _accuracy_with_interval(value, interval, signed=False):
+    sign = "+" if signed else ""
+    low, high = interval
+    return f"{value:{sign}.3f} [{low:{sign}.3f}, {high:{sign}.3f}]"
+
+
+def heads_curves(stem):
+    orders = {
+        "importance": "least important first",
+        "importance_reestimated": "re-estimated",
+        "random_mean": "random (mean of orders)",
+        "reverse": "most important first",
+    }
+
+    def table(results):
+        data = results(stem)
+        shown = [name for name in orders if name in data["accuracy"]]
+        difference = data["importance_minus_random"]
+        rows = []
+        for index, fraction in enumerate(data["fractions"]):
+            row = [f"{100 * fraction:.0f}%"]
+            for name in shown:
+                accuracy = data["accuracy"][name][index]
+                row.append(
+                    _accuracy_with_interval(accuracy, data["accuracy_interval"][name][index])
+                )
+            row.append(
+                _accuracy_with_interval(
+                    difference["accuracy"][index], difference["interval"][index], signed=True
+                )
+            )
+            rows.append(row)
+        header = ["Heads pruned", *(orders[name] for name in shown), "importance − random"]
+        return markdown_table(header, rows)
+
+    return table
+
+
+def heads_throughput(stem):
+    def table(results):
+        rows = [
+            [
+                f"{100 * row['fraction']:.0f}%",
+                f"{row['parameters']:,}",
+                f"{row['batch_1']:.1f}",
+                f"{row['ratio_batch_1']:.2f}×",
+                f"{row['batch_64']:.1f}",
+                f"{row['ratio_batch_64']:.2f}×",
+            ]
+            for row in results(stem)["throughput"]["rows"]
+        ]
+        header = ["Heads pruned", "Parameters", "Batch 1 (verses/s)", "vs unpruned"]
+        return markdown_table(header + ["Batch 64 (verses/s)", "vs unpruned"], rows)
+
+    return table
+
+
 def minilm_diagonals(results):
     data = results("mimetic-minilm-full")
     query_key, value_output = data["query_key_per_head"], data["value_output_per_layer"]
@@ -584,6 +641,8 @@ TABLES = {
     "topics-full-end-state": topics_end_state("topics-full"),
     "topics-full-take-off": topics_take_off("topics-full"),
     "topics-full-minilm": topics_minilm("topics-full"),
+    "heads-full-curves": heads_curves("heads-full"),
+    "heads-full-throughput": heads_throughput("heads-full"),
     "adavit-fast-accuracy": adavit_accuracy,
     "adavit-fast-latency": adavit_latency,
     "adavit-fast-speedup": adavit_speedup,

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 from keras_attn.reproduce import available, ffn_memories, topics
+from keras_attn.utils.docs_table_specs import TABLES
+from keras_attn.utils.docs_tables import Results
 
 
 def test_registered():
@@ -53,6 +55,16 @@ def test_small_topics_run(tmp_path):
     assert all(synthetic["joint"]["end_state_holds"])
     assert len(results["minilm"]["attention_per_layer"]) == 6
     assert paths["png"].exists()
+    # The docs tables of the full result read this format.
+    (tmp_path / "topics-full.json").write_text(paths["json"].read_text())
+    end_state = TABLES["topics-full-end-state"](Results(tmp_path)).splitlines()
+    assert [row.split(" | ")[0] for row in end_state[2:]] == [
+        "| joint (all trained)",
+        "| official (frozen)",
+    ]
+    take_off = TABLES["topics-full-take-off"](Results(tmp_path)).splitlines()
+    assert len(take_off) == 2 + 3 + 1  # three joint statistics, the official value gap
+    assert len(TABLES["topics-full-minilm"](Results(tmp_path)).splitlines()) == 2 + 6
 
 
 @pytest.mark.slow

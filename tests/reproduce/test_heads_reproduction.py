@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 from keras_attn.reproduce import available
+from keras_attn.utils.docs_table_specs import TABLES
+from keras_attn.utils.docs_tables import Results
 
 
 @pytest.mark.slow
@@ -43,3 +45,10 @@ def test_small_heads_reproduction(tmp_path, monkeypatch):
     assert parameters[0] - parameters[1] == 36 * (3 * (384 * 32 + 32) + 32 * 384)
     assert rows[0]["ratio_batch_64"] == 1.0
     assert len(results["throughput"]["load_average_before"]) == 3
+    # The docs tables of the full result read this format.
+    (tmp_path / "heads-full.json").write_text(outcome["paths"]["json"].read_text())
+    curves = TABLES["heads-full-curves"](Results(tmp_path)).splitlines()
+    assert len(curves) == 2 + len(results["fractions"])
+    assert curves[0].count("|") == 6  # pruned %, 3 orders, importance − random
+    throughput = TABLES["heads-full-throughput"](Results(tmp_path)).splitlines()
+    assert throughput[2].startswith("| 0% | 22,568,071 |")
