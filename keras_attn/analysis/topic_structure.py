@@ -9,8 +9,10 @@ uniform to same-topic words: at the end a word attends more than `1/n`
 to each same-topic word and less than `1/n` to each other word.
 
 This module has the data generator, the model (on the library's
-`MultiHeadSelfAttention`), the statistics and a callback that records them
-during training.
+`MultiHeadSelfAttention`) in two configurations, "joint" (everything
+trained) and "official" (the official code's: frozen one-hot embeddings,
+attention frozen uniform, decoder fixed to the identity), the statistics
+and a callback that records them during training.
 
 Reference: Li, Li, Risteski. "How Do Transformers Learn Topic Structure:
 Towards a Mechanistic Understanding". ICML 2023.
