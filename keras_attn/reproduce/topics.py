@@ -42,7 +42,7 @@ SETTINGS = {
     ),
 }
 
-PROBE_DOCUMENTS = 128
+PROBE_DOCUMENTS = 64
 """Held-out clean documents the attention statistics are measured on."""
 
 CURVES = {
