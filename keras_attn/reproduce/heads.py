@@ -304,7 +304,7 @@ def _figure(results):
     figure, (curves, ablations, speed) = plt.subplots(1, 3, figsize=(15, 4))
     percent = np.array([100 * f for f in results["fractions"]])
     accuracy, intervals = results["accuracy"], results["accuracy_interval"]
-    random = len([name for name in accuracy if name.startswith("random_")])
+    random = results["setting"]["random_orders"]
     labels = {
         "importance": ("o-", "least important first"),
         "importance_reestimated": ("s--", "re-estimated"),
