@@ -75,8 +75,8 @@ REPRODUCTIONS = {
     "heads": Reproduction(
         "heads",
         "Head importance and pruning of MiniLM on Bible-section classification (Michel et al.).",
-        "about 5 minutes (estimate)",
-        "about 30 minutes (estimate)",
+        "about 3 minutes (estimate)",
+        "about 25 minutes (estimate)",
         "head-pruning.md",
     ),
     "logsparse": Reproduction(
@@ -110,8 +110,8 @@ REPRODUCTIONS = {
     "topics": Reproduction(
         "topics",
         "Topic structure in a one-layer attention model trained on LDA data, and in MiniLM.",
-        "about 4 minutes (estimate)",
-        "about 10 minutes (estimate)",
+        "about 3 minutes (estimate)",
+        "about 8 minutes (estimate)",
         "topic-structure.md",
     ),
 }
