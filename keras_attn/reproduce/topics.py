@@ -313,7 +313,9 @@ def _figure(synthetic):
             for curve_name, style in zip(names, ("-", "--"), strict=False):
                 curve = summary["curves"][curve_name]
                 mean, std = np.array(curve["mean"]), np.array(curve["std"])
-                label = configuration + (" (different topic)" if style == "--" else "")
+                label = configuration
+                if len(names) == 2:
+                    label += " (different topic)" if style == "--" else " (same topic)"
                 axis.plot(steps, mean, style, color=color, label=label)
                 axis.fill_between(steps, mean - std, mean + std, color=color, alpha=0.25)
             axis.set(title=title, xlabel="step")
