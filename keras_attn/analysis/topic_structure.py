@@ -495,6 +495,9 @@ class TopicStatisticsCallback(keras.callbacks.Callback):
 
     def _record_if_scheduled(self):
         if self.step in self.steps and self.step not in {r["step"] for r in self.history}:
+            sync = getattr(self.model, "jax_state_sync", None)
+            if sync is not None:
+                sync()  # JAX's `fit` keeps the weights out of the variables between steps.
             if self._attention_weights is None:
                 self._attention_weights = _attention_weights_function(self.model)
             weights = keras.ops.convert_to_numpy(self._attention_weights(self.tokens))
