@@ -17,6 +17,7 @@ from keras_attn.analysis.ffn_memories import (
     value_vocabulary_distributions,
 )
 from keras_attn.analysis.topic_structure import (
+    CONFIGURATIONS,
     TopicCorpus,
     TopicStatisticsCallback,
     attention_topic_statistics,
@@ -28,9 +29,11 @@ from keras_attn.analysis.topic_structure import (
     topic_statistics,
     train_topic_model,
     value_word_matrix,
+    word_embeddings,
 )
 
 __all__ = [
+    "CONFIGURATIONS",
     "FeedForwardSite",
     "MemoryAnalysis",
     "TopicCorpus",
@@ -53,4 +56,5 @@ __all__ = [
     "value_top_tokens",
     "value_vocabulary_distributions",
     "value_word_matrix",
+    "word_embeddings",
 ]

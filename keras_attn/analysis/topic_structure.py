@@ -9,8 +9,10 @@ uniform to same-topic words: at the end a word attends more than `1/n`
 to each same-topic word and less than `1/n` to each other word.
 
 This module has the data generator, the model (on the library's
-`MultiHeadSelfAttention`), the statistics and a callback that records them
-during training.
+`MultiHeadSelfAttention`) in two configurations, "joint" (everything
+trained) and "official" (the official code's: frozen one-hot embeddings,
+attention frozen uniform, decoder fixed to the identity), the statistics
+and a callback that records them during training.
 
 Reference: Li, Li, Risteski. "How Do Transformers Learn Topic Structure:
 Towards a Mechanistic Understanding". ICML 2023.
@@ -155,54 +157,151 @@ def mask_tokens(tokens, vocabulary_size, rng, rate=0.15):
     return inputs.astype(np.int32), tokens.astype(np.int32), chosen.astype(np.float32)
 
 
-def build_topic_model(vocabulary_size, dim=None, name="topic_model"):
+CONFIGURATIONS = ("joint", "official")
+"""`"joint"`: every weight trained. `"official"`: the official code's frozen configuration."""
+
+
+def build_topic_model(vocabulary_size, dim=None, name="topic_model", configuration="joint"):
     """The paper's one-layer, one-head masked language model.
 
-    `logits = Dense(attention(Embedding(tokens)))`: no residual connection,
-    no feed-forward layer, no layer norm. The attention is the library's
-    `MultiHeadSelfAttention` (one head of size `dim`, no biases); its value
-    and output kernels together play the paper's `W_v`.
+    `logits = decoder(attention(embedding(tokens)))`: no residual
+    connection, no feed-forward layer. The attention is the library's
+    `MultiHeadSelfAttention` with one head; it attends to the positions
+    where the `visible` input is true (the official data pipeline hides
+    padding and the masked-out positions).
+
+    Two configurations:
+
+    - `"joint"`: a trained `dim`-wide embedding, attention without biases
+      (its value and output kernels together play the paper's `W_v`) and a
+      trained linear decoder. Everything is trained jointly.
+    - `"official"`: the official code's configuration
+      (`token_embedding_type: one_hot`, `freeze_uniform_attention`,
+      `freeze_decoder_to_I`), width = vocabulary size. The token embedding
+      is the frozen one-hot table; as in the official BERT embeddings, a
+      trained segment vector (one segment, initialised N(0, 1) as the
+      official model keeps PyTorch's default) is added and a trained layer
+      norm (epsilon 1e-12) follows. Query and key kernels and biases are
+      frozen at zero, so the attention is uniform over the visible
+      positions; the value kernel and bias are trained (PyTorch's default
+      initialisation, uniform in `±1/sqrt(width)`); there is no output
+      projection (the core's is frozen to the identity, without bias) and
+      the decoder is frozen to the identity.
 
     Args:
         vocabulary_size: int, number of token ids.
-        dim: int, embedding and head size. Defaults to `vocabulary_size`,
-            as in the official configuration.
+        dim: int, embedding and head size of the joint configuration.
+            Defaults to `vocabulary_size`, as in the official configuration;
+            the official configuration requires `vocabulary_size`.
         name: model name.
+        configuration: one of `CONFIGURATIONS`.
 
     Returns:
-        A `keras.Model` from `(batch, length)` token ids to
-        `(batch, length, vocabulary_size)` logits, with layers
-        `token_embedding`, `attention` and `decoder`.
+        A `keras.Model` from `{"tokens": (batch, length) int, "visible":
+        (batch, length) bool}` to `(batch, length, vocabulary_size)` logits,
+        with layers `embedding` (a model from token ids to the attention's
+        input), `attention` and `decoder`.
 
     Example:
 
     >>> model = build_topic_model(102, dim=16)
-    >>> model(np.full((2, 5), 3, "int32")).shape
+    >>> tokens = np.full((2, 5), 3, "int32")
+    >>> model({"tokens": tokens, "visible": tokens > 0}).shape
     (2, 5, 102)
     """
+    if configuration not in CONFIGURATIONS:
+        raise ValueError(
+            f"`configuration` must be one of {CONFIGURATIONS}. "
+            f"Received: configuration={configuration!r}"
+        )
+    official = configuration == "official"
     dim = dim or vocabulary_size
+    if official and dim != vocabulary_size:
+        raise ValueError(
+            "The official configuration's width is the vocabulary size (one-hot embeddings). "
+            f"Received: dim={dim} with vocabulary_size={vocabulary_size}"
+        )
     tokens = keras.Input(shape=(None,), dtype="int32", name="tokens")
-    x = keras.layers.Embedding(vocabulary_size, dim, mask_zero=True, name="token_embedding")(
-        tokens
-    )  # (batch, length, dim)
-    x = MultiHeadSelfAttention(1, dim, use_bias=False, name="attention")(x)
-    logits = keras.layers.Dense(vocabulary_size, use_bias=False, name="decoder")(x)
-    return keras.Model(tokens, logits, name=name)
+    visible = keras.Input(shape=(None,), dtype="bool", name="visible")
+    embedding = (_one_hot_embedding if official else _trained_embedding)(vocabulary_size, dim)
+    attention = MultiHeadSelfAttention(1, dim, use_bias=official, name="attention")
+    decoder = keras.layers.Dense(vocabulary_size, use_bias=False, name="decoder")
+    # Keys hidden per pair rather than by a Keras mask, which would also drop
+    # the hidden positions from the loss.
+    keys = keras.ops.logical_and(
+        keras.ops.expand_dims(keras.ops.ones_like(visible), 2),
+        keras.ops.expand_dims(visible, 1),
+    )  # (batch, length, length)
+    x = attention(embedding(tokens), attention_mask=keys)  # (batch, length, dim)
+    model = keras.Model({"tokens": tokens, "visible": visible}, decoder(x), name=name)
+    if official:
+        _freeze_official_attention_and_decoder(attention, decoder, dim)
+    return model
+
+
+def _trained_embedding(vocabulary_size, dim):
+    tokens = keras.Input(shape=(None,), dtype="int32")
+    x = keras.layers.Embedding(vocabulary_size, dim, name="token_embedding")(tokens)
+    return keras.Model(tokens, x, name="embedding")  # (batch, length, dim)
+
+
+def _one_hot_embedding(vocabulary_size, dim):
+    tokens = keras.Input(shape=(None,), dtype="int32")
+    one_hot = keras.layers.Embedding(
+        vocabulary_size,
+        dim,
+        embeddings_initializer="identity",
+        trainable=False,
+        name="token_embedding",
+    )(tokens)  # (batch, length, vocabulary)
+    segment = keras.layers.Embedding(
+        1, dim, embeddings_initializer=keras.initializers.RandomNormal(stddev=1.0), name="segment"
+    )(keras.ops.zeros_like(tokens))  # (batch, length, vocabulary)
+    x = keras.layers.LayerNormalization(epsilon=1e-12, name="embedding_norm")(one_hot + segment)
+    return keras.Model(tokens, x, name="embedding")
+
+
+def _freeze_official_attention_and_decoder(attention, decoder, dim):
+    bound = 1.0 / np.sqrt(dim)
+    uniform = keras.initializers.RandomUniform(-bound, bound)
+    value = attention.value_dense
+    value.kernel.assign(uniform(value.kernel.shape))
+    value.bias.assign(uniform(value.bias.shape))
+    frozen = [
+        (attention.query_dense.kernel, 0.0),
+        (attention.query_dense.bias, 0.0),
+        (attention.key_dense.kernel, 0.0),
+        (attention.key_dense.bias, 0.0),
+        (attention.output_dense.kernel, np.eye(dim)[None]),  # (1 head, head_dim, dim)
+        (attention.output_dense.bias, 0.0),
+        (decoder.kernel, np.eye(dim)),
+    ]
+    for variable, value in frozen:
+        variable.assign(np.broadcast_to(value, variable.shape).astype(variable.dtype))
+        variable.trainable = False
+
+
+def word_embeddings(model):
+    """`(vocabulary, dim)`: what the model's embedding gives each token id alone."""
+    vocabulary = model.get_layer("decoder").kernel.shape[-1]
+    ids = np.arange(vocabulary, dtype="int32")[:, None]  # (vocabulary, 1)
+    return keras.ops.convert_to_numpy(model.get_layer("embedding")(ids))[:, 0]
 
 
 def value_word_matrix(model):
     """`(vocabulary, vocabulary)` map from a key word to the logits it adds.
 
-    `M = E W_v W_o D`: row `j` is how much attending fully to word `j`
-    raises each output logit. Its topic blocks are the paper's `W_v` block
-    structure seen through the embedding and decoder.
+    `M = E W_v W_o D`, with `E` from `word_embeddings`: row `j` is how much
+    attending fully to word `j` raises each output logit (biases left out).
+    Its topic blocks are the paper's `W_v` block structure seen through the
+    embedding and decoder; in the official configuration `W_o` and `D` are
+    the identity.
     """
-    embedding = keras.ops.convert_to_numpy(model.get_layer("token_embedding").embeddings)
     attention = model.get_layer("attention")
     value = keras.ops.convert_to_numpy(attention.value_dense.kernel)[:, 0]  # (dim, head_dim)
     output = keras.ops.convert_to_numpy(attention.output_dense.kernel)[0]  # (head_dim, dim)
     decoder = keras.ops.convert_to_numpy(model.get_layer("decoder").kernel)  # (dim, vocab)
-    return embedding @ value @ output @ decoder
+    return word_embeddings(model) @ value @ output @ decoder
 
 
 def topic_pair_means(matrix, topics):
@@ -259,58 +358,102 @@ def attention_topic_statistics(attention_weights, tokens, topics):
         topics: `(vocabulary,)` topic of each id, -1 for special tokens.
 
     Returns:
-        dict with `same_topic`, `different_topic` and `uniform` (mean `1/n`).
+        dict with `same_topic`, `different_topic`, `uniform` (mean `1/n`)
+        and `same_topic_over_uniform`, `different_topic_over_uniform`: the
+        same means with each query's weights multiplied by its document's
+        `n` (1 for uniform attention, whatever the lengths).
     """
-    weights = np.asarray(attention_weights, dtype=np.float64)
-    token_topics = topics[np.asarray(tokens)]  # (batch, length)
-    is_word = token_topics >= 0
-    pair = is_word[:, :, None] & is_word[:, None, :]
-    pair &= ~np.eye(tokens.shape[1], dtype=bool)[None]  # (batch, length, length)
-    same = pair & (token_topics[:, :, None] == token_topics[:, None, :])
-    different = pair & ~same
+    return _TopicPairs(tokens, topics).statistics(attention_weights)
 
-    def mean_per_query(selection):
-        counts = selection.sum(axis=-1)  # (batch, length)
-        totals = (weights * selection).sum(axis=-1)
-        has_keys = counts > 0
-        return float((totals[has_keys] / counts[has_keys]).mean()) if has_keys.any() else np.nan
 
-    lengths = np.sum(np.asarray(tokens) != PAD_ID, axis=1)
-    return {
-        "same_topic": mean_per_query(same),
-        "different_topic": mean_per_query(different),
-        "uniform": float(np.mean(1.0 / lengths)),
-    }
+class _TopicPairs:
+    """The same- and different-topic word pairs of a batch, for many weight arrays.
+
+    Each selection is stored divided by its number of keys per query, so a
+    query's mean weight over the selection is one weighted sum.
+    """
+
+    def __init__(self, tokens, topics):
+        tokens = np.asarray(tokens)
+        token_topics = np.asarray(topics)[tokens]  # (batch, length)
+        is_word = token_topics >= 0
+        pair = is_word[:, :, None] & is_word[:, None, :]
+        pair &= ~np.eye(tokens.shape[1], dtype=bool)[None]  # (batch, length, length)
+        same = pair & (token_topics[:, :, None] == token_topics[:, None, :])
+        lengths = np.sum(tokens != PAD_ID, axis=1)  # (batch,)
+        self.per_query = {}
+        for name, selection in (("same_topic", same), ("different_topic", pair & ~same)):
+            counts = selection.sum(axis=-1, keepdims=True)  # (batch, length, 1)
+            self.per_query[name] = (selection / np.maximum(counts, 1), int((counts > 0).sum()))
+            self.per_query[f"{name}_over_uniform"] = (
+                self.per_query[name][0] * lengths[:, None, None],
+                self.per_query[name][1],
+            )
+        self.uniform = float(np.mean(1.0 / lengths))
+
+    def statistics(self, attention_weights):
+        weights = np.asarray(attention_weights, dtype=np.float64)
+        means = {
+            name: float((weights * normalized).sum() / queries) if queries else np.nan
+            for name, (normalized, queries) in self.per_query.items()
+        }
+        return {**means, "uniform": self.uniform}
 
 
 def topic_statistics(model, tokens, topics):
-    """All statistics of the trained model on a batch of clean documents.
+    """All statistics of the model on a batch of clean documents.
 
     Args:
-        model: a model from `build_topic_model`.
+        model: a model from `build_topic_model` (either configuration).
         tokens: `(batch, length)` token ids, unmasked.
         topics: `(vocabulary,)` topic of each token id, -1 for special ids.
 
     Returns:
         dict: `embedding_same_topic` / `embedding_different_topic` (mean
-        inner product of word embeddings), `attention_same_topic` /
-        `attention_different_topic` / `attention_uniform`, and
-        `value_block_gap` (`block_gap` of `value_word_matrix`).
+        inner product of the words' embeddings, `word_embeddings`),
+        `attention_same_topic` / `attention_different_topic` /
+        `attention_uniform` and `attention_same_over_uniform` /
+        `attention_different_over_uniform` (`attention_topic_statistics`,
+        every word visible), and `value_block_gap` (`block_gap` of `value_word_matrix`).
     """
-    embedding_layer = model.get_layer("token_embedding")
-    embedding = keras.ops.convert_to_numpy(embedding_layer.embeddings)
+    weights = _attention_weights_function(model)(np.asarray(tokens, "int32"))
+    pairs = _TopicPairs(tokens, topics)
+    return _statistics(model, keras.ops.convert_to_numpy(weights), pairs, np.asarray(topics))
+
+
+def _attention_weights_function(model):
+    """A function from clean token ids to the attention weights `(batch, length, length)`.
+
+    A `tf.function` on TensorFlow (the callback calls it at every step), a
+    plain function on the other backends.
+    """
+
+    def attention_weights(tokens):
+        x = model.get_layer("embedding")(tokens)  # (batch, length, dim)
+        _, scores = model.get_layer("attention")(
+            x, mask=keras.ops.not_equal(tokens, PAD_ID), return_attention_scores=True
+        )  # (batch, 1, length, length)
+        return scores[:, 0]
+
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(attention_weights)
+    return attention_weights
+
+
+def _statistics(model, attention_weights, pairs, topics):
+    embedding = word_embeddings(model)
     same, different = topic_pair_means(embedding @ embedding.T, topics)
-    x = embedding_layer(tokens)  # (batch, length, dim)
-    _, scores = model.get_layer("attention")(
-        x, mask=np.asarray(tokens) != PAD_ID, return_attention_scores=True
-    )  # (batch, 1, length, length)
-    attention = attention_topic_statistics(keras.ops.convert_to_numpy(scores)[:, 0], tokens, topics)
+    attention = pairs.statistics(attention_weights)
     return {
         "embedding_same_topic": same,
         "embedding_different_topic": different,
         "attention_same_topic": attention["same_topic"],
         "attention_different_topic": attention["different_topic"],
         "attention_uniform": attention["uniform"],
+        "attention_same_over_uniform": attention["same_topic_over_uniform"],
+        "attention_different_over_uniform": attention["different_topic_over_uniform"],
         "value_block_gap": float(block_gap(value_word_matrix(model), topics)),
     }
 
@@ -343,14 +486,22 @@ class TopicStatisticsCallback(keras.callbacks.Callback):
             raise ValueError(
                 f"`steps` must be non-empty and non-negative. Received: steps={sorted(self.steps)}"
             )
-        self.tokens = np.asarray(tokens)
+        self.tokens = np.asarray(tokens, "int32")
         self.topics = np.asarray(topics)
+        self.pairs = _TopicPairs(self.tokens, self.topics)
         self.history = []
         self.step = 0
+        self._attention_weights = None
 
     def _record_if_scheduled(self):
         if self.step in self.steps and self.step not in {r["step"] for r in self.history}:
-            statistics = topic_statistics(self.model, self.tokens, self.topics)
+            sync = getattr(self.model, "jax_state_sync", None)
+            if sync is not None:
+                sync()  # JAX's `fit` keeps the weights out of the variables between steps.
+            if self._attention_weights is None:
+                self._attention_weights = _attention_weights_function(self.model)
+            weights = keras.ops.convert_to_numpy(self._attention_weights(self.tokens))
+            statistics = _statistics(self.model, weights, self.pairs, self.topics)
             self.history.append({"step": self.step, **statistics})
 
     def on_train_begin(self, logs=None):
@@ -370,12 +521,14 @@ def train_topic_model(
     record_steps=None,
     dim=None,
     seed=0,
+    configuration="joint",
 ):
     """Trains `build_topic_model` with masked language modelling, recording statistics.
 
-    Uses the official configuration: Adam, learning rate 0.01, batch 40,
-    15% masking (80/10/10) drawn afresh every epoch, loss on the masked
-    positions only.
+    As the official code: Adam (AdamW without decay), learning rate 0.01,
+    batch 40, 15% of the words masked (80/10/10) once, before training,
+    the masked positions hidden from the attention, and the loss on the
+    masked positions only.
 
     Args:
         corpus: a `TopicCorpus` to train on.
@@ -384,9 +537,11 @@ def train_topic_model(
         batch_size: int.
         learning_rate: float, Adam learning rate.
         record_steps: steps at which to record the statistics. Defaults to
-            every 2 steps for the first 100, then 20 per epoch.
-        dim: int, model width (defaults to the vocabulary size).
-        seed: int, seed of the weights and the masking.
+            every step.
+        dim: int, model width of the joint configuration (defaults to the
+            vocabulary size).
+        seed: int, seed of the weights, the masking and the batch order.
+        configuration: `"joint"` or `"official"` (see `build_topic_model`).
 
     Returns:
         `(model, history)`: the trained model and the list of recorded
@@ -401,31 +556,26 @@ def train_topic_model(
     ```
     """
     keras.utils.set_random_seed(seed)
-    steps_per_epoch = -(-len(corpus.tokens) // batch_size)
-    total = epochs * steps_per_epoch
-    if record_steps is None:
-        record_steps = [
-            *range(0, min(total, 100), 2),
-            *range(0, total + 1, max(1, steps_per_epoch // 20)),
-        ]
-    model = build_topic_model(corpus.vocabulary_size, dim=dim)
+    total = epochs * -(-len(corpus.tokens) // batch_size)
+    record_steps = range(total + 1) if record_steps is None else [*record_steps, total]
+    model = build_topic_model(corpus.vocabulary_size, dim=dim, configuration=configuration)
     model.compile(
         keras.optimizers.Adam(learning_rate),
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         jit_compile=True,
     )
-    callback = TopicStatisticsCallback(probe_tokens, corpus.word_topics, [*record_steps, total])
-    rng = np.random.default_rng(seed)
-    for _ in range(epochs):
-        inputs, targets, weights = mask_tokens(corpus.tokens, corpus.vocabulary_size, rng)
-        model.fit(
-            inputs,
-            targets,
-            sample_weight=weights,
-            batch_size=batch_size,
-            epochs=1,
-            shuffle=True,
-            verbose=0,
-            callbacks=[callback],
-        )
+    callback = TopicStatisticsCallback(probe_tokens, corpus.word_topics, record_steps)
+    inputs, targets, weights = mask_tokens(
+        corpus.tokens, corpus.vocabulary_size, np.random.default_rng(seed)
+    )
+    model.fit(
+        {"tokens": inputs, "visible": (corpus.tokens != PAD_ID) & (weights == 0)},
+        targets,
+        sample_weight=weights,
+        batch_size=batch_size,
+        epochs=epochs,
+        shuffle=True,
+        verbose=0,
+        callbacks=[callback],
+    )
     return model, sorted(callback.history, key=lambda record: record["step"])

@@ -75,8 +75,8 @@ REPRODUCTIONS = {
     "heads": Reproduction(
         "heads",
         "Head importance and pruning of MiniLM on Bible-section classification (Michel et al.).",
-        "about 15 minutes (estimate)",
-        "about 45 minutes (estimate)",
+        "about 3 minutes (estimate)",
+        "about 25 minutes (estimate)",
         "head-pruning.md",
     ),
     "logsparse": Reproduction(

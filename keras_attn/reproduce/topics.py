@@ -1,11 +1,14 @@
 """How transformers learn topic structure (Li, Li & Risteski, 2023).
 
 Part 1 trains the paper's one-layer, one-head masked language model on LDA
-documents and records, over training, the same- vs different-topic word
+documents in two configurations, on the same data and masks for each seed:
+"joint" (every weight trained) and "official" (the official code's: frozen
+one-hot embeddings, attention frozen uniform, decoder frozen to the
+identity). At every step it records the same- vs different-topic word
 embedding inner products, attention weights and the block gap of the value
-matrix. It reports when each statistic takes off (the paper: the value /
-embedding structure first, the attention later) and the end state
-(same-topic attention > 1/n > different-topic attention).
+matrix, and reports their mean ± std over seeds, when each statistic takes
+off (the paper: the value / embedding structure first, the attention later)
+and the end state (same-topic attention > 1/n > different-topic attention).
 
 Part 2 measures the same statistics on the pretrained all-MiniLM-L6-v2:
 topics are fitted with LDA (scikit-learn) on the chapters of Jane Austen's
@@ -19,26 +22,57 @@ import time
 import numpy as np
 
 from keras_attn.analysis.topic_structure import (
+    CONFIGURATIONS,
     attention_topic_statistics,
     block_gap,
     generate_lda_documents,
     topic_pair_means,
     train_topic_model,
 )
-from keras_attn.reproduce._run import choose_setting, finish
+from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
 
 NAME = "topics"
 HELP = "Topic structure in a one-layer attention model trained on LDA data, and in MiniLM."
 
 SETTINGS = {
-    "small": dict(documents=400, epochs=2, lda_topics=5, words_per_topic=10, passages=8),
-    "fast": dict(documents=2000, epochs=3, lda_topics=10, words_per_topic=20, passages=64),
-    "full": dict(documents=10000, epochs=4, lda_topics=20, words_per_topic=30, passages=256),
+    "small": dict(documents=400, epochs=2, seeds=2, lda_topics=5, words_per_topic=10, passages=8),
+    "fast": dict(documents=2000, epochs=3, seeds=2, lda_topics=10, words_per_topic=20, passages=64),
+    "full": dict(
+        documents=10000, epochs=2, seeds=3, lda_topics=20, words_per_topic=30, passages=256
+    ),
 }
+
+PROBE_DOCUMENTS = 64
+"""Held-out clean documents the attention statistics are measured on."""
+
+CURVES = {
+    "embedding_gap": lambda r: r["embedding_same_topic"] - r["embedding_different_topic"],
+    "attention_same_over_uniform": lambda r: r["attention_same_over_uniform"],
+    "attention_different_over_uniform": lambda r: r["attention_different_over_uniform"],
+    "attention_gap": (
+        lambda r: r["attention_same_over_uniform"] - r["attention_different_over_uniform"]
+    ),
+    "value_block_gap": lambda r: r["value_block_gap"],
+}
+"""Statistics recorded at every step, as functions of `topic_statistics`' record."""
+
+MOVING = {
+    "joint": ("value_block_gap", "embedding_gap", "attention_gap"),
+    "official": ("value_block_gap",),
+}
+"""The statistics each configuration can change (the official one freezes the rest)."""
 
 
 def add_arguments(parser):
-    parser.add_argument("--seed", type=int, default=0, help="seed of the data and the weights")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help="Number of seeds N: runs seeds 0..N-1 (small and fast 2, full 3).",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the MiniLM part (LDA fit and passages)"
+    )
     parser.add_argument(
         "--skip-minilm", action="store_true", help="only the synthetic LDA experiment"
     )
@@ -46,50 +80,95 @@ def add_arguments(parser):
 
 def run(args):
     setting, config = choose_setting(args, SETTINGS)
+    seeds = args.seeds or config["seeds"]
+    if seeds < 1:
+        raise ValueError(f"`--seeds` must be at least 1. Received: --seeds {seeds}")
     start = time.time()
-    results = {"setting": setting, "config": config}
-    results["synthetic"] = synthetic_experiment(config["documents"], config["epochs"], args.seed)
+    results = {"setting": setting, "config": {**config, "seeds": seeds}}
+    results["synthetic"] = synthetic_experiment(config["documents"], config["epochs"], range(seeds))
     if not args.skip_minilm:
         results["minilm"] = minilm_experiment(
             config["lda_topics"], config["words_per_topic"], config["passages"], args.seed
         )
     results["seconds"] = round(time.time() - start, 1)
-    figure = _figure(results["synthetic"]["history"])
+    figure = _figure(results["synthetic"])
     return finish(args, NAME, results, figure, started_at=start, setting=setting)
 
 
-def synthetic_experiment(documents, epochs, seed):
-    """Trains on LDA data; returns the history, the end state and the take-off steps."""
-    corpus = generate_lda_documents(documents, seed=seed)
-    probe = generate_lda_documents(128, seed=seed + 1)
-    _, history = train_topic_model(corpus, probe.tokens, epochs=epochs, seed=seed)
-    final = history[-1]
+def synthetic_experiment(documents, epochs, seeds):
+    """Both configurations trained on the same LDA data and masks for each seed.
+
+    Returns:
+        dict `configuration -> summary` (see `_summary`).
+    """
+    runs = {configuration: [] for configuration in CONFIGURATIONS}
+    for seed in seeds:
+        corpus = generate_lda_documents(documents, seed=seed)
+        probe = generate_lda_documents(PROBE_DOCUMENTS, seed=10_000 + seed)
+        for configuration in CONFIGURATIONS:
+            started = time.time()
+            _, history = train_topic_model(
+                corpus, probe.tokens, epochs=epochs, seed=seed, configuration=configuration
+            )
+            runs[configuration].append(history)
+            seconds = time.time() - started
+            print(f"{configuration}, seed {seed}: {len(history)} records in {seconds:.0f} s")
     return {
         "documents": documents,
         "epochs": epochs,
-        "history": history,
-        "final": final,
-        "end_state_holds": bool(
-            final["attention_same_topic"]
-            > final["attention_uniform"]
-            > final["attention_different_topic"]
-        ),
-        "same_over_different_attention": final["attention_same_topic"]
-        / final["attention_different_topic"],
+        "seeds": list(seeds),
+        **{configuration: _summary(runs[configuration], configuration) for configuration in runs},
+    }
+
+
+def _summary(histories, configuration):
+    """Per-step curves (per seed, mean and std), end state and take-off steps."""
+    steps = [record["step"] for record in histories[0]]
+    per_seed = {
+        name: np.array([[curve(record) for record in history] for history in histories])
+        for name, curve in CURVES.items()
+    }  # name -> (seeds, steps)
+    finals = [history[-1] for history in histories]
+    take_off = {
+        name: [_take_off(history, CURVES[name]) for history in histories]
+        for name in MOVING[configuration]
+    }
+    summary = {
+        "steps": steps,
+        "curves": {
+            name: {
+                "mean": values.mean(axis=0).tolist(),
+                "std": (values.std(axis=0, ddof=1) if len(values) > 1 else 0 * values[0]).tolist(),
+                "per_seed": np.round(values, 6).tolist(),
+            }
+            for name, values in per_seed.items()
+        },
+        "final": {
+            key: mean_and_std([final[key] for final in finals])
+            for key in finals[0]
+            if key != "step"
+        },
+        "final_curves": {name: mean_and_std(values[:, -1]) for name, values in per_seed.items()},
+        "end_state_holds": [
+            bool(
+                final["attention_same_topic"]
+                > final["attention_uniform"]
+                > final["attention_different_topic"]
+            )
+            for final in finals
+        ],
         "take_off_step": {
-            "value_block_gap": _take_off(history, lambda r: r["value_block_gap"]),
-            "embedding_gap": _take_off(
-                history, lambda r: r["embedding_same_topic"] - r["embedding_different_topic"]
-            ),
-            "attention_gap": _take_off(
-                history,
-                lambda r: (
-                    (r["attention_same_topic"] - r["attention_different_topic"])
-                    / r["attention_uniform"]
-                ),
-            ),
+            name: {**mean_and_std(values), "per_seed": values} for name, values in take_off.items()
         },
     }
+    if configuration == "joint":
+        summary["value_before_attention"] = [
+            value < attention
+            for value, attention in zip(
+                take_off["value_block_gap"], take_off["attention_gap"], strict=True
+            )
+        ]
+    return summary
 
 
 def _take_off(history, statistic):
@@ -212,26 +291,39 @@ def fit_austen_topics(num_topics, words_per_topic, seed, keep=lambda word: True)
     return topics
 
 
-def _figure(history):
+def _figure(synthetic):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    steps = [r["step"] for r in history]
-    figure, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-    axes[0].plot(steps, [r["embedding_same_topic"] for r in history], label="same topic")
-    axes[0].plot(steps, [r["embedding_different_topic"] for r in history], label="different topic")
-    axes[0].set(title="Word embedding inner product", xlabel="step")
-    axes[1].plot(steps, [r["attention_same_topic"] for r in history], label="same topic")
-    axes[1].plot(steps, [r["attention_different_topic"] for r in history], label="different topic")
-    axes[1].plot(steps, [r["attention_uniform"] for r in history], "k:", label="1/n")
-    axes[1].set(title="Attention weight per key word", xlabel="step")
-    axes[2].plot(steps, [r["value_block_gap"] for r in history], color="C2")
-    axes[2].set(title="Block gap of E W_v W_o D", xlabel="step")
-    for axis in axes[:2]:
-        axis.legend(fontsize=8)
+    panels = (
+        ("value_block_gap", "Block gap of E W_v W_o D"),
+        ("attention_same_over_uniform", "Attention per key word / (1/n)"),
+        ("embedding_gap", "Embedding inner product: same − different topic"),
+    )
+    figure, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    for configuration, color in zip(CONFIGURATIONS, ("C0", "C1"), strict=True):
+        summary = synthetic[configuration]
+        steps = np.array(summary["steps"])
+        for axis, (name, title) in zip(axes, panels, strict=True):
+            names = [name]
+            if name == "attention_same_over_uniform":
+                names.append("attention_different_over_uniform")
+            for curve_name, style in zip(names, ("-", "--"), strict=False):
+                curve = summary["curves"][curve_name]
+                mean, std = np.array(curve["mean"]), np.array(curve["std"])
+                label = configuration
+                if len(names) == 2:
+                    label += " (different topic)" if style == "--" else " (same topic)"
+                axis.plot(steps, mean, style, color=color, label=label)
+                axis.fill_between(steps, mean - std, mean + std, color=color, alpha=0.25)
+            axis.set(title=title, xlabel="step")
+    axes[1].axhline(1.0, color="k", ls=":", lw=1)
     for axis in axes:
         axis.set_xscale("symlog", linthresh=10)
+        axis.legend(fontsize=8)
+    seeds = len(synthetic["seeds"])
+    figure.suptitle(f"Mean ± std over {seeds} seeds; joint vs official (frozen) configuration")
     figure.tight_layout()
     return figure

@@ -4,6 +4,7 @@ import importlib
 import typing
 
 if typing.TYPE_CHECKING:  # the same names, for type checkers and the API docs
+    from keras_attn.utils.bootstrap import bootstrap_interval
     from keras_attn.utils.macs import count_macs, layer_macs, register_macs
     from keras_attn.utils.results import finish_run, is_small_run, run_metadata, write_results
     from keras_attn.utils.timing import batch_latency_ms, median_seconds
@@ -12,6 +13,7 @@ if typing.TYPE_CHECKING:  # the same names, for type checkers and the API docs
 # `macs` imports the layers, so an eager import here would be circular.
 _EXPORTS = {
     "batch_latency_ms": "timing",
+    "bootstrap_interval": "bootstrap",
     "count_macs": "macs",
     "finish_run": "results",
     "is_small_run": "results",
@@ -24,6 +26,7 @@ _EXPORTS = {
 
 __all__ = [
     "batch_latency_ms",
+    "bootstrap_interval",
     "count_macs",
     "finish_run",
     "is_small_run",

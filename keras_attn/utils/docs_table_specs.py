@@ -368,24 +368,35 @@ def adavit_speedup(results):
     return markdown_table(["speed-up of the fast path over", *batches], rows)
 
 
+def _mean_std(summary, digits):
+    return f"{summary['mean']:.{digits}f} ± {summary['std']:.{digits}f}"
+
+
+TOPIC_CONFIGURATIONS = {"joint": "joint (all trained)", "official": "official (frozen)"}
+
+
 def topics_end_state(stem):
     def table(results):
-        final = results(stem)["synthetic"]["final"]
-        rows = [
-            [
-                "attention per key word",
-                f"**{final['attention_same_topic']:.4f}**",
-                f"{final['attention_uniform']:.4f}",
-                f"**{final['attention_different_topic']:.4f}**",
-            ],
-            [
-                "embedding inner product",
-                f"{final['embedding_same_topic']:.3f}",
-                "",
-                f"{final['embedding_different_topic']:.3f}",
-            ],
-        ]
-        return markdown_table(["Statistic", "Same topic", "Uniform `1/n`", "Different topic"], rows)
+        synthetic = results(stem)["synthetic"]
+        rows = []
+        for configuration, label in TOPIC_CONFIGURATIONS.items():
+            summary = synthetic[configuration]
+            finals = summary["final_curves"]
+            holds = summary["end_state_holds"]
+            rows.append(
+                [
+                    label,
+                    summary["steps"][-1],
+                    _mean_std(finals["value_block_gap"], 2),
+                    _mean_std(finals["attention_same_over_uniform"], 3),
+                    _mean_std(finals["attention_different_over_uniform"], 3),
+                    _mean_std(finals["embedding_gap"], 3),
+                    f"{sum(holds)} / {len(holds)}",
+                ]
+            )
+        header = ["Configuration", "Steps", "Value block gap", "Same-topic attention × n"]
+        header += ["Different-topic attention × n", "Embedding gap", "Same > 1/n > different"]
+        return markdown_table(header, rows)
 
     return table
 
@@ -394,13 +405,17 @@ def topics_take_off(stem):
     labels = {
         "value_block_gap": "value block gap (`E W_v W_o D`)",
         "embedding_gap": "embedding inner-product gap",
-        "attention_gap": "attention gap ((same − different) / `1/n`)",
+        "attention_gap": "attention gap ((same − different) × n)",
     }
 
     def table(results):
-        steps = results(stem)["synthetic"]["take_off_step"]
-        rows = [[label, steps[key]] for key, label in labels.items()]
-        return markdown_table(["Statistic", "Step"], rows)
+        synthetic = results(stem)["synthetic"]
+        rows = []
+        for configuration, label in TOPIC_CONFIGURATIONS.items():
+            for key, take_off in synthetic[configuration]["take_off_step"].items():
+                per_seed = ", ".join(str(step) for step in take_off["per_seed"])
+                rows.append([label, labels[key], _mean_std(take_off, 1), per_seed])
+        return markdown_table(["Configuration", "Statistic", "Step (mean ± std)", "Per seed"], rows)
 
     return table
 
@@ -420,6 +435,63 @@ def topics_minilm(stem):
         ]
         header = ["Layer", "Same-topic attention", "`1/n`", "Different-topic attention"]
         return markdown_table(header + ["Same / different"], rows)
+
+    return table
+
+
+def _accuracy_with_interval(value, interval, signed=False):
+    sign = "+" if signed else ""
+    low, high = interval
+    return f"{value:{sign}.3f} [{low:{sign}.3f}, {high:{sign}.3f}]"
+
+
+def heads_curves(stem):
+    orders = {
+        "importance": "least important first",
+        "importance_reestimated": "re-estimated",
+        "random_mean": "random (mean of orders)",
+        "reverse": "most important first",
+    }
+
+    def table(results):
+        data = results(stem)
+        shown = [name for name in orders if name in data["accuracy"]]
+        difference = data["importance_minus_random"]
+        rows = []
+        for index, fraction in enumerate(data["fractions"]):
+            row = [f"{100 * fraction:.0f}%"]
+            for name in shown:
+                accuracy = data["accuracy"][name][index]
+                row.append(
+                    _accuracy_with_interval(accuracy, data["accuracy_interval"][name][index])
+                )
+            row.append(
+                _accuracy_with_interval(
+                    difference["accuracy"][index], difference["interval"][index], signed=True
+                )
+            )
+            rows.append(row)
+        header = ["Heads pruned", *(orders[name] for name in shown), "importance − random"]
+        return markdown_table(header, rows)
+
+    return table
+
+
+def heads_throughput(stem):
+    def table(results):
+        rows = [
+            [
+                f"{100 * row['fraction']:.0f}%",
+                f"{row['parameters']:,}",
+                f"{row['batch_1']:.1f}",
+                f"{row['ratio_batch_1']:.2f}×",
+                f"{row['batch_64']:.1f}",
+                f"{row['ratio_batch_64']:.2f}×",
+            ]
+            for row in results(stem)["throughput"]["rows"]
+        ]
+        header = ["Heads pruned", "Parameters", "Batch 1 (verses/s)", "vs unpruned"]
+        return markdown_table(header + ["Batch 64 (verses/s)", "vs unpruned"], rows)
 
     return table
 
@@ -575,9 +647,11 @@ TABLES = {
     "mimetic-full": mimetic("mimetic-full"),
     "mimetic-minilm": minilm_diagonals,
     "t2t-full": t2t("t2t-full"),
-    "topics-fast-end-state": topics_end_state("topics-fast"),
-    "topics-fast-take-off": topics_take_off("topics-fast"),
-    "topics-fast-minilm": topics_minilm("topics-fast"),
+    "topics-full-end-state": topics_end_state("topics-full"),
+    "topics-full-take-off": topics_take_off("topics-full"),
+    "topics-full-minilm": topics_minilm("topics-full"),
+    "heads-full-curves": heads_curves("heads-full"),
+    "heads-full-throughput": heads_throughput("heads-full"),
     "adavit-fast-accuracy": adavit_accuracy,
     "adavit-fast-latency": adavit_latency,
     "adavit-fast-speedup": adavit_speedup,

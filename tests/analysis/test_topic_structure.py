@@ -12,7 +12,9 @@ from keras_attn.analysis import (
     generate_lda_documents,
     mask_tokens,
     topic_statistics,
+    train_topic_model,
     value_word_matrix,
+    word_embeddings,
 )
 from keras_attn.analysis.topic_structure import FIRST_WORD_ID, MASK_ID, PAD_ID
 from keras_attn.layers import MultiHeadSelfAttention
@@ -67,6 +69,8 @@ def test_attention_statistics_by_hand():
     assert stats["same_topic"] == pytest.approx((0.5 + 0.6) / 2)
     assert stats["different_topic"] == pytest.approx((0.3 + 0.3 + 0.3) / 3)
     assert stats["uniform"] == pytest.approx(1 / 3)
+    assert stats["same_topic_over_uniform"] == pytest.approx(3 * (0.5 + 0.6) / 2)
+    assert stats["different_topic_over_uniform"] == pytest.approx(3 * 0.3)
 
 
 def test_block_gap():
@@ -78,21 +82,146 @@ def test_block_gap():
     assert block_gap(np.ones((5, 5)), topics) == 0.0
 
 
+def _inputs(tokens):
+    return {"tokens": tokens, "visible": tokens != PAD_ID}
+
+
 def test_model_is_one_attention_layer_without_residual():
     model = build_topic_model(12, dim=6)
-    assert [type(layer).__name__ for layer in model.layers[1:]] == [
-        "Embedding",
+    assert [type(layer).__name__ for layer in model.layers[2:]] == [
+        "Functional",
         "MultiHeadSelfAttention",
         "Dense",
     ]
     attention = model.get_layer("attention")
     assert isinstance(attention, MultiHeadSelfAttention) and attention.num_heads == 1
     tokens = np.array([[2, 5, 7, 0]], "int32")
-    embedded = model.get_layer("token_embedding")(tokens)
+    embedded = model.get_layer("embedding")(tokens)
     expected = model.get_layer("decoder")(attention(embedded, mask=tokens != 0))
-    np.testing.assert_allclose(model(tokens), expected, atol=1e-6)
-    matrix = value_word_matrix(model)
-    assert matrix.shape == (12, 12)
+    np.testing.assert_allclose(model(_inputs(tokens)), expected, atol=1e-6)
+    table = model.get_layer("embedding").get_layer("token_embedding").embeddings.numpy()
+    np.testing.assert_array_equal(word_embeddings(model), table)
+    assert value_word_matrix(model).shape == (12, 12)
+
+
+def test_hidden_positions_are_not_attended_to():
+    model = build_topic_model(12, dim=6)
+    tokens = np.array([[2, 5, 7, 9]], "int32")
+    visible = np.array([[True, False, True, False]])
+    logits = keras.ops.convert_to_numpy(model({"tokens": tokens, "visible": visible}))
+    # Other words at the hidden positions leave the visible positions' outputs
+    # unchanged: their keys are positions 0 and 2 only.
+    changed = tokens.copy()
+    changed[0, [1, 3]] = [8, 3]
+    again = keras.ops.convert_to_numpy(model({"tokens": changed, "visible": visible}))
+    np.testing.assert_allclose(again[:, [0, 2]], logits[:, [0, 2]], atol=1e-6)
+    assert not np.allclose(again[:, 1], logits[:, 1])  # a hidden query still reads its own word
+
+
+def test_official_configuration_matches_a_numpy_model():
+    vocabulary = 10
+    model = build_topic_model(vocabulary, configuration="official")
+    tokens = np.array([[2, 5, 7, 9, 0], [3, 3, 4, 0, 0]], "int32")
+    visible = np.array([[1, 0, 1, 1, 0], [1, 1, 1, 0, 0]], bool)
+    segment = model.get_layer("embedding").get_layer("segment").embeddings.numpy()[0]
+    x = np.eye(vocabulary)[tokens] + segment  # (batch, length, vocabulary)
+    x = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12)
+    value = model.get_layer("attention").value_dense
+    values = x @ value.kernel.numpy()[:, 0] + value.bias.numpy()[0]  # (batch, length, dim)
+    # Uniform attention over the visible keys, identity output and decoder.
+    mean = (visible[:, :, None] * values).sum(1) / visible.sum(1)[:, None]  # (batch, dim)
+    expected = np.broadcast_to(mean[:, None], values.shape)  # every query alike
+    np.testing.assert_allclose(
+        model({"tokens": tokens, "visible": visible}), expected, rtol=1e-4, atol=1e-5
+    )
+
+
+def test_official_configuration_keeps_its_frozen_parts_through_training():
+    corpus = generate_lda_documents(
+        80, num_topics=3, words_per_topic=4, length_range=(20, 20), seed=3
+    )
+    model, history = train_topic_model(
+        corpus, corpus.tokens[:4], epochs=1, batch_size=20, configuration="official"
+    )
+    vocabulary = corpus.vocabulary_size
+    attention = model.get_layer("attention")
+    for variable in (
+        attention.query_dense.kernel,
+        attention.query_dense.bias,
+        attention.key_dense.kernel,
+        attention.key_dense.bias,
+        attention.output_dense.bias,
+    ):
+        np.testing.assert_array_equal(variable.numpy(), 0.0)
+    np.testing.assert_array_equal(attention.output_dense.kernel.numpy()[0], np.eye(vocabulary))
+    np.testing.assert_array_equal(model.get_layer("decoder").kernel.numpy(), np.eye(vocabulary))
+    one_hot = model.get_layer("embedding").get_layer("token_embedding").embeddings.numpy()
+    np.testing.assert_array_equal(one_hot, np.eye(vocabulary))
+    trainable = sorted(variable.path for variable in model.trainable_weights)
+    assert trainable == [
+        "attention/value/bias",
+        "attention/value/kernel",
+        "embedding_norm/beta",
+        "embedding_norm/gamma",
+        "segment/embeddings",
+    ]
+    # The attention stays uniform, and the value map did learn.
+    for record in history:
+        assert record["attention_same_topic"] == pytest.approx(
+            record["attention_uniform"], rel=1e-4
+        )
+    assert history[-1]["value_block_gap"] != history[0]["value_block_gap"]
+    assert [record["step"] for record in history] == list(range(5))
+
+
+def test_statistics_against_numpy_on_a_tiny_model():
+    corpus = generate_lda_documents(3, num_topics=2, words_per_topic=3, length_range=(5, 7))
+    model = build_topic_model(corpus.vocabulary_size, dim=4)
+    topics = corpus.word_topics
+    embedding = model.get_layer("embedding").get_layer("token_embedding").embeddings.numpy()
+    attention = model.get_layer("attention")
+    query = attention.query_dense.kernel.numpy()[:, 0]
+    key = attention.key_dense.kernel.numpy()[:, 0]
+    value = attention.value_dense.kernel.numpy()[:, 0]
+    output = attention.output_dense.kernel.numpy()[0]
+    decoder = model.get_layer("decoder").kernel.numpy()
+    words = np.flatnonzero(topics >= 0)
+    same = topics[words][:, None] == topics[words][None, :]
+    inner = (embedding @ embedding.T)[np.ix_(words, words)]
+    value_map = (embedding @ value @ output @ decoder)[np.ix_(words, words)]
+    off = ~np.eye(len(words), dtype=bool)
+    gap = (value_map[same & off].mean() - value_map[~same].mean()) / value_map.std()
+    # Attention: masked softmax of q k / sqrt(d) per document, then per-query means.
+    same_means, different_means, inverse_lengths, same_n, different_n = [], [], [], [], []
+    for row, length in zip(corpus.tokens, corpus.lengths, strict=True):
+        x = embedding[row[:length]]
+        logits = (x @ query) @ (x @ key).T / np.sqrt(4)
+        weights = np.exp(logits - logits.max(1, keepdims=True))
+        weights /= weights.sum(1, keepdims=True)
+        word_topics = topics[row[:length]]
+        for i in range(length):
+            others = np.arange(length) != i
+            same_keys = others & (word_topics == word_topics[i])
+            different_keys = others & (word_topics != word_topics[i])
+            if same_keys.any():
+                same_means.append(weights[i, same_keys].mean())
+                same_n.append(length * weights[i, same_keys].mean())
+            if different_keys.any():
+                different_means.append(weights[i, different_keys].mean())
+                different_n.append(length * weights[i, different_keys].mean())
+        inverse_lengths.append(1 / length)
+    statistics = topic_statistics(model, corpus.tokens, topics)
+    expected = {
+        "embedding_same_topic": inner[same & off].mean(),
+        "embedding_different_topic": inner[~same].mean(),
+        "attention_same_topic": np.mean(same_means),
+        "attention_different_topic": np.mean(different_means),
+        "attention_uniform": np.mean(inverse_lengths),
+        "attention_same_over_uniform": np.mean(same_n),
+        "attention_different_over_uniform": np.mean(different_n),
+        "value_block_gap": gap,
+    }
+    assert statistics == pytest.approx(expected, rel=1e-4, abs=1e-6)
 
 
 def test_uniform_attention_gives_one_over_n_and_callback_records():
@@ -104,12 +233,20 @@ def test_uniform_attention_gives_one_over_n_and_callback_records():
     assert stats["attention_uniform"] == pytest.approx(1 / 120)
     assert stats["attention_same_topic"] == pytest.approx(1 / 120, rel=1e-5)
     assert stats["attention_different_topic"] == pytest.approx(1 / 120, rel=1e-5)
+    assert stats["attention_same_over_uniform"] == pytest.approx(1.0, rel=1e-5)
     callback = TopicStatisticsCallback(corpus.tokens[:2], corpus.word_topics, steps=[0, 2])
     inputs, targets, weights = mask_tokens(
         corpus.tokens, corpus.vocabulary_size, np.random.default_rng(0)
     )
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.fit(inputs, targets, sample_weight=weights, batch_size=2, verbose=0, callbacks=[callback])
+    model.fit(
+        _inputs(inputs),
+        targets,
+        sample_weight=weights,
+        batch_size=2,
+        verbose=0,
+        callbacks=[callback],
+    )
     assert [record["step"] for record in callback.history] == [0, 2]
 
 
@@ -122,5 +259,9 @@ def test_bad_arguments():
         generate_lda_documents(5, length_range=(10, 5))
     with pytest.raises(ValueError, match="Received: rate=1.5"):
         mask_tokens(np.ones((1, 3)), 10, np.random.default_rng(0), rate=1.5)
+    with pytest.raises(ValueError, match="Received: configuration='frozen'"):
+        build_topic_model(12, configuration="frozen")
+    with pytest.raises(ValueError, match="Received: dim=8"):
+        build_topic_model(12, dim=8, configuration="official")
     with pytest.raises(ValueError, match="Received: steps"):
         TopicStatisticsCallback(np.ones((1, 3)), np.zeros(4), steps=[])

@@ -1,9 +1,12 @@
 import argparse
 import json
 
+import numpy as np
 import pytest
 
 from keras_attn.reproduce import available
+from keras_attn.utils.docs_table_specs import TABLES
+from keras_attn.utils.docs_tables import Results
 
 
 @pytest.mark.slow
@@ -19,13 +22,33 @@ def test_small_heads_reproduction(tmp_path, monkeypatch):
     results = json.loads(outcome["paths"]["json"].read_text())
     assert (tmp_path / "heads.png").stat().st_size > 0
     accuracy = results["accuracy"]
-    assert set(accuracy) == {"importance", "reverse", "random_0"}
+    orders = {"importance", "reverse", "random_0", "random_1", "random_2", "random_mean"}
+    assert set(accuracy) == set(results["accuracy_interval"]) == orders
     # Nothing is pruned at 0%, so every ordering starts from the same model.
     assert len({curve[0] for curve in accuracy.values()}) == 1
     assert all(len(curve) == len(results["fractions"]) for curve in accuracy.values())
+    for name, curve in accuracy.items():
+        for value, (low, high) in zip(curve, results["accuracy_interval"][name], strict=True):
+            assert low <= value <= high
+    random = np.array([accuracy[f"random_{order}"] for order in range(3)])
+    np.testing.assert_allclose(accuracy["random_mean"], random.mean(0))
+    difference = results["importance_minus_random"]["accuracy"]
+    np.testing.assert_allclose(
+        difference, np.array(accuracy["importance"]) - accuracy["random_mean"], atol=1e-12
+    )
+    assert difference[0] == 0.0 and results["importance_minus_random"]["interval"][0] == [0, 0]
     assert list(results["single_head_ablation_accuracy"]) == ["layer_5/attention"]
     assert len(results["single_head_ablation_accuracy"]["layer_5/attention"]) == 12
-    parameters = [row["parameters"] for row in results["throughput"]]
+    rows = results["throughput"]["rows"]
+    parameters = [row["parameters"] for row in rows]
     # Half of the 72 heads go: 36 x (3 x (384 x 32 + 32) + 32 x 384) parameters.
     assert parameters[0] - parameters[1] == 36 * (3 * (384 * 32 + 32) + 32 * 384)
-    assert results["throughput"][0]["ratio_batch_64"] == 1.0
+    assert rows[0]["ratio_batch_64"] == 1.0
+    assert len(results["throughput"]["load_average_before"]) == 3
+    # The docs tables of the full result read this format.
+    (tmp_path / "heads-full.json").write_text(outcome["paths"]["json"].read_text())
+    curves = TABLES["heads-full-curves"](Results(tmp_path)).splitlines()
+    assert len(curves) == 2 + len(results["fractions"])
+    assert curves[0].count("|") == 6  # pruned %, 3 orders, importance − random
+    throughput = TABLES["heads-full-throughput"](Results(tmp_path)).splitlines()
+    assert throughput[2].startswith("| 0% | 22,568,071 |")
