@@ -6,6 +6,7 @@ on ImageNet", ICCV 2021 (https://arxiv.org/abs/2101.11986).
 
 import keras
 
+from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.utils.validation import (
     check_int,
@@ -68,7 +69,9 @@ class TokenTransformer(keras.layers.Layer):
         self.input_spec = feature_spec(input_shape)
         hidden = int(self.token_dim * self.mlp_ratio)
         output_shape = (*input_shape[:-1], self.token_dim)
-        self.attention_norm = self._norm("attention_norm")
+        self.attention_norm = layer_norm(
+            "attention_norm", self.layer_norm_epsilon, self.dtype_policy
+        )
         self.attention = MultiHeadSelfAttention(
             num_heads=1,
             key_dim=self.token_dim,
@@ -80,7 +83,7 @@ class TokenTransformer(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="attention",
         )
-        self.mlp_norm = self._norm("mlp_norm")
+        self.mlp_norm = layer_norm("mlp_norm", self.layer_norm_epsilon, self.dtype_policy)
         self.mlp_hidden = keras.layers.Dense(
             hidden, activation="gelu", dtype=self.dtype_policy, name="mlp_hidden"
         )
@@ -93,11 +96,6 @@ class TokenTransformer(keras.layers.Layer):
         self.mlp_norm.build(output_shape)
         self.mlp_hidden.build(output_shape)
         self.mlp_output.build((*input_shape[:-1], hidden))
-
-    def _norm(self, name):
-        return keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
-        )
 
     def call(self, inputs, training=None):
         x = self.attention_norm(inputs)

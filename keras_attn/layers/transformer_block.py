@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.utils.validation import (
     check_bool,
@@ -163,8 +164,10 @@ class TransformerBlock(keras.layers.Layer):
         dim = input_shape[-1]
         if not self._custom_attention:
             self.attention = self._default_attention(dim, input_shape)
-        self.attention_norm = self._norm("attention_norm")
-        self.mlp_norm = self._norm("mlp_norm")
+        self.attention_norm = layer_norm(
+            "attention_norm", self.layer_norm_epsilon, self.dtype_policy
+        )
+        self.mlp_norm = layer_norm("mlp_norm", self.layer_norm_epsilon, self.dtype_policy)
         self.mlp_hidden = keras.layers.Dense(
             self.mlp_dim, activation=self.activation, dtype=self.dtype_policy, name="mlp_hidden"
         )
@@ -194,11 +197,6 @@ class TransformerBlock(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="attention",
             **self.attention_kwargs,
-        )
-
-    def _norm(self, name):
-        return keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
         )
 
     def call(
