@@ -116,7 +116,7 @@ def build_logsparse_forecaster(
             kernel_size=kernel_size,
         )
         x = TransformerBlock(
-            mlp_dim=mlp_dim or 4 * dim,
+            intermediate_dim=mlp_dim or 4 * dim,
             dropout=dropout,
             attention=attention_layer,
             name=f"block_{index}",

@@ -120,7 +120,7 @@ def _attention(layer, input_shape):
 
 @register_macs(TransformerBlock)
 def _transformer_block(layer, input_shape):
-    mlp = _positions(input_shape) * 2 * input_shape[-1] * layer.mlp_dim
+    mlp = _positions(input_shape) * 2 * input_shape[-1] * layer.intermediate_dim
     return _attention(layer.attention, input_shape) + mlp
 
 

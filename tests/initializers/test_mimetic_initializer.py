@@ -234,7 +234,7 @@ def test_apply_to_vision_transformer_changes_only_attention():
 
 def test_apply_with_default_initializer_and_nested_layers():
     inputs = keras.Input((4, 8))
-    block = TransformerBlock(num_heads=2, mlp_dim=8)
+    block = TransformerBlock(num_heads=2, intermediate_dim=8)
     model = keras.Model(inputs, block(keras.layers.Dense(8)(inputs)))
     assert list(attention_layers(model).values()) == [block.attention]
     assert attention_layers(block.attention) == {block.attention.name: block.attention}

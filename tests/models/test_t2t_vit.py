@@ -109,7 +109,7 @@ def test_variant_defaults_and_overrides():
     module = model.get_layer("tokens_to_token")
     assert isinstance(module, T2TModule) and module.token_layer == "transformer"
     assert module.embed_dim == 384 and model.get_layer("block_0").num_heads == 6
-    assert model.get_layer("block_0").mlp_dim == 1152
+    assert model.get_layer("block_0").intermediate_dim == 1152
     assert model.name == "t2t_vit_t_14"
     performer = build_t2t_vit((32, 32, 3), 5, variant="t2t_vit_7", depth=1, token_dim=8)
     assert performer.get_layer("tokens_to_token").token_layer == "performer"

@@ -52,14 +52,14 @@ def test_standard_variants_have_the_papers_sizes(variant, zero_initialised):
     dim, heads, millions = PAPER[variant]
     model = build_vision_transformer((224, 224, 3), 1000, variant, patch_size=16)
     blocks = [model.get_layer(f"block_{index}") for index in range(12)]
-    assert {(block.num_heads, block.mlp_dim) for block in blocks} == {(heads, 4 * dim)}
+    assert {(block.num_heads, block.intermediate_dim) for block in blocks} == {(heads, 4 * dim)}
     assert model.count_params() == vit_parameter_count(dim)
     assert int(model.count_params() / 1e6) == millions  # 5.7M, 22.1M, 86.6M
 
 
 def test_variant_sizes_can_be_overridden():
     model = build_vision_transformer((32, 32), 10, "vit_small", depth=2, num_heads=4)
-    assert model.get_layer("block_1").num_heads == 4 and model.get_layer("block_1").mlp_dim == 1536
+    assert model.get_layer("block_1").num_heads == 4 and model.get_layer("block_1").intermediate_dim == 1536
     assert [layer.name for layer in model.layers if layer.name.startswith("block_")] == [
         "block_0",
         "block_1",

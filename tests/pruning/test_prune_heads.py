@@ -157,7 +157,7 @@ def test_pruned_block_with_given_convolutional_attention_equals_masked_block():
     x = keras.Input((6, 8))
     head_mask = keras.Input((4,))
     attention = ConvolutionalSelfAttention(4, 2, kernel_size=3, name="attention")
-    block = TransformerBlock(mlp_dim=16, attention=attention, name="block")
+    block = TransformerBlock(intermediate_dim=16, attention=attention, name="block")
     model = keras.Model([x, head_mask], block(x, head_mask=head_mask))
     pruned = prune_heads(model, {"block/attention": [1, 2]})
     kernel = pruned.get_layer("block").attention.query_dense.kernel

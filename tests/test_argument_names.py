@@ -1,0 +1,83 @@
+"""One argument vocabulary, KerasHub's, in every public layer and builder.
+
+`hidden_dim` is the model width, `intermediate_dim` the MLP hidden size,
+`num_layers` the number of blocks and `num_heads`/`key_dim` the heads, as in
+Keras' `MultiHeadAttention`. Layers whose config keys were renamed still load
+configs saved with the retired keys (older `.keras` files).
+"""
+
+import importlib
+import inspect
+
+import keras
+import pytest
+
+from keras_attn.layers import TransformerBlock
+
+RETIRED = {"dim", "embed_dim", "depth", "mlp_dim", "mlp", "mlp_ratio", "num_blocks"}
+PACKAGES = ("layers", "models", "analysis", "forecasting", "pruning", "pretrained")
+
+
+def _public_callables():
+    for package in PACKAGES:
+        module = importlib.import_module(f"keras_attn.{package}")
+        for name in module.__all__:
+            value = getattr(module, name)
+            if callable(value):
+                yield f"{package}.{name}", value.__init__ if inspect.isclass(value) else value
+
+
+def test_no_public_layer_or_builder_takes_a_retired_argument_name():
+    parameters = {
+        name: set(inspect.signature(function).parameters) for name, function in _public_callables()
+    }
+    assert len(parameters) > 50
+    assert {"hidden_dim", "intermediate_dim", "num_layers"} <= parameters[
+        "models.build_vision_transformer"
+    ]
+    retired = {name: sorted(RETIRED & names) for name, names in parameters.items()}
+    assert {name: names for name, names in retired.items() if names} == {}
+
+
+# Layer, arguments, the renamed argument, its retired config key and the
+# retired key's value that gives the same layer.
+RENAMED = {
+    "TransformerBlock": (
+        TransformerBlock,
+        {"num_heads": 2, "intermediate_dim": 16},
+        "intermediate_dim",
+        "mlp_dim",
+        16,
+    ),
+}
+
+
+def _retired_config(name):
+    layer_class, arguments, new_key, old_key, old_value = RENAMED[name]
+    config = layer_class(**arguments).get_config()
+    old = {key: value for key, value in config.items() if key != new_key}
+    return layer_class, config, {**old, old_key: old_value}
+
+
+@pytest.mark.parametrize("name", sorted(RENAMED))
+def test_a_config_with_the_retired_key_loads(name):
+    layer_class, config, old = _retired_config(name)
+    assert layer_class.from_config(old).get_config() == config
+    serialized = keras.saving.serialize_keras_object(layer_class.from_config(config))
+    loaded = keras.saving.deserialize_keras_object({**serialized, "config": old})
+    assert type(loaded) is layer_class and loaded.get_config() == config
+
+
+@pytest.mark.parametrize("name", sorted(RENAMED))
+def test_a_config_with_both_names_raises(name):
+    layer_class, config, old = _retired_config(name)
+    old_key = RENAMED[name][3]
+    with pytest.raises(ValueError, match=f"`{old_key}`.*Received:"):
+        layer_class.from_config({**config, old_key: old[old_key]})
+
+
+@pytest.mark.parametrize("name", sorted(RENAMED))
+def test_a_bad_value_names_the_new_argument(name):
+    layer_class, arguments, new_key, _, _ = RENAMED[name]
+    with pytest.raises(ValueError, match=f"`{new_key}`.*Received: {new_key}=0"):
+        layer_class(**{**arguments, new_key: 0})
