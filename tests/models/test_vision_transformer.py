@@ -59,7 +59,10 @@ def test_standard_variants_have_the_papers_sizes(variant, zero_initialised):
 
 def test_variant_sizes_can_be_overridden():
     model = build_vision_transformer((32, 32), 10, "vit_small", depth=2, num_heads=4)
-    assert model.get_layer("block_1").num_heads == 4 and model.get_layer("block_1").intermediate_dim == 1536
+    assert (
+        model.get_layer("block_1").num_heads == 4
+        and model.get_layer("block_1").intermediate_dim == 1536
+    )
     assert [layer.name for layer in model.layers if layer.name.startswith("block_")] == [
         "block_0",
         "block_1",
