@@ -12,7 +12,7 @@ import inspect
 import keras
 import pytest
 
-from keras_attn.layers import TransformerBlock
+from keras_attn.layers import PatchEmbedding, TransformerBlock
 
 RETIRED = {"dim", "embed_dim", "depth", "mlp_dim", "mlp", "mlp_ratio", "num_blocks"}
 PACKAGES = ("layers", "models", "analysis", "forecasting", "pruning", "pretrained")
@@ -42,6 +42,7 @@ def test_no_public_layer_or_builder_takes_a_retired_argument_name():
 # Layer, arguments, the renamed argument, its retired config key and the
 # retired key's value that gives the same layer.
 RENAMED = {
+    "PatchEmbedding": (PatchEmbedding, {"patch_size": 2, "hidden_dim": 8}, "hidden_dim", "dim", 8),
     "TransformerBlock": (
         TransformerBlock,
         {"num_heads": 2, "intermediate_dim": 16},

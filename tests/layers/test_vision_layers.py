@@ -21,12 +21,12 @@ pytestmark = pytest.mark.backend_agnostic
 CHECKS = {
     "patch_embedding": LayerChecks(
         PatchEmbedding,
-        {"patch_size": 4, "dim": 6},
+        {"patch_size": 4, "hidden_dim": 6},
         input_shape=(2, 8, 12, 3),
         expected_output_shape=(2, 6, 6),
         dynamic_axes=(),
         num_params=(4 * 4 * 3 + 1) * 6,
-        bad_init_kwargs=[{"patch_size": 0}, {"dim": "8"}],
+        bad_init_kwargs=[{"patch_size": 0}, {"hidden_dim": "8"}],
     ),
     "class_token": LayerChecks(
         ClassToken, {}, input_shape=(2, 5, 4), expected_output_shape=(2, 6, 4), num_params=4
@@ -111,7 +111,7 @@ def test_block_attention_hook_contract(check, tmp_path):
 
 
 def test_patch_embedding_is_a_strided_convolution_over_row_major_patches():
-    layer = PatchEmbedding(patch_size=2, dim=3)
+    layer = PatchEmbedding(patch_size=2, hidden_dim=3)
     images = np.random.default_rng(0).normal(size=(1, 4, 6)).astype("float32")
     tokens = to_numpy(layer(images))
     kernel = to_numpy(layer.projection.kernel)[..., 0, :]  # (2, 2, dim)
@@ -123,7 +123,7 @@ def test_patch_embedding_is_a_strided_convolution_over_row_major_patches():
 
 def test_patch_size_must_divide_the_image():
     with pytest.raises(ValueError, match="Received: input_shape"):
-        PatchEmbedding(patch_size=5, dim=4)(np.zeros((1, 8, 8)))
+        PatchEmbedding(patch_size=5, hidden_dim=4)(np.zeros((1, 8, 8)))
 
 
 def test_class_token_is_prepended():
