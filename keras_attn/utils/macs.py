@@ -57,7 +57,8 @@ def count_macs(model, by_layer=False):
     Example:
 
     >>> from keras_attn.models import build_vision_transformer
-    >>> count_macs(build_vision_transformer((28, 28), 10, patch_size=7, dim=32, depth=1))
+    >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=32, num_layers=1)
+    >>> count_macs(vit)
     183168
     """
     counts = {}

@@ -58,7 +58,9 @@ def forecaster():
 
 def vit():
     rng = np.random.default_rng(0)  # the same data on every call
-    model = build_vision_transformer((8, 8, 1), 3, patch_size=4, dim=8, depth=1, num_heads=2)
+    model = build_vision_transformer(
+        (8, 8, 1), 3, patch_size=4, hidden_dim=8, num_layers=1, num_heads=2
+    )
     images = rng.normal(size=(GLOBAL_BATCH, 8, 8, 1)).astype("float32")
     labels = rng.integers(0, 3, size=(GLOBAL_BATCH,)).astype("int32")
     return model, images, labels, "sparse_categorical_crossentropy"

@@ -138,7 +138,9 @@ def test_bad_arguments():
 
 
 def test_mac_counter_matches_hand_count_for_a_vit():
-    model = build_vision_transformer((28, 28), 10, patch_size=7, dim=32, depth=1, num_heads=4)
+    model = build_vision_transformer(
+        (28, 28), 10, patch_size=7, hidden_dim=32, num_layers=1, num_heads=4
+    )
     total, by_layer = count_macs(model, by_layer=True)
     tokens = 17
     assert by_layer["patch_embedding"] == 16 * 49 * 32
@@ -189,11 +191,13 @@ def test_qk_scale_reaches_every_block():
 
 def test_drop_path_rates_rise_linearly_over_the_blocks():
     t2t = build_t2t_vit((12, 12), 3, drop_path_rate=0.1, **{**SMALL, "depth": 5})
-    vit = build_vision_transformer((12, 12), 3, patch_size=4, dim=8, depth=5, drop_path_rate=0.1)
+    vit = build_vision_transformer(
+        (12, 12), 3, patch_size=4, hidden_dim=8, num_layers=5, drop_path_rate=0.1
+    )
     expected = [0.0, 0.025, 0.05, 0.075, 0.1]
     for model in (t2t, vit):
         np.testing.assert_allclose([b.drop_path_rate for b in _blocks(model)], expected)
-    single = build_vision_transformer((12, 12), 3, depth=1, drop_path_rate=0.1)
+    single = build_vision_transformer((12, 12), 3, num_layers=1, drop_path_rate=0.1)
     assert [b.drop_path_rate for b in _blocks(single)] == [0.0]
     with pytest.raises(ValueError, match="Received: drop_path_rate=1.0"):
         build_t2t_vit((12, 12), 3, drop_path_rate=1.0, **SMALL)

@@ -113,7 +113,9 @@ def _zero_heads(attention, removed):
 
 def test_pruned_vision_transformer_equals_zeroed_heads():
     keras.utils.set_random_seed(2)
-    model = build_vision_transformer((8, 8), 3, patch_size=4, dim=12, depth=2, num_heads=3)
+    model = build_vision_transformer(
+        (8, 8), 3, patch_size=4, hidden_dim=12, num_layers=2, num_heads=3
+    )
     heads = {"block_0/attention": [1], "block_1/attention": [0, 2]}
     pruned = prune_heads(model, heads)
     assert [pruned.get_layer(f"block_{i}").num_heads for i in range(2)] == [2, 1]
