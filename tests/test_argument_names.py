@@ -12,7 +12,7 @@ import inspect
 import keras
 import pytest
 
-from keras_attn.layers import PatchEmbedding, TransformerBlock
+from keras_attn.layers import PatchEmbedding, T2TModule, TokenTransformer, TransformerBlock
 
 RETIRED = {"dim", "embed_dim", "depth", "mlp_dim", "mlp", "mlp_ratio", "num_blocks"}
 PACKAGES = ("layers", "models", "analysis", "forecasting", "pruning", "pretrained")
@@ -43,6 +43,15 @@ def test_no_public_layer_or_builder_takes_a_retired_argument_name():
 # retired key's value that gives the same layer.
 RENAMED = {
     "PatchEmbedding": (PatchEmbedding, {"patch_size": 2, "hidden_dim": 8}, "hidden_dim", "dim", 8),
+    "T2TModule": (T2TModule, {"hidden_dim": 8, "token_dim": 4}, "hidden_dim", "embed_dim", 8),
+    # The retired `mlp_ratio` was a multiple of `token_dim`: 2.0 * 8 = 16 units.
+    "TokenTransformer": (
+        TokenTransformer,
+        {"token_dim": 8, "intermediate_dim": 16},
+        "intermediate_dim",
+        "mlp_ratio",
+        2.0,
+    ),
     "TransformerBlock": (
         TransformerBlock,
         {"num_heads": 2, "intermediate_dim": 16},
