@@ -82,7 +82,13 @@ def bert():
 def bsarec():
     rng = np.random.default_rng(0)  # the same data on every call
     model = build_bsarec(
-        20, max_length=6, dim=8, depth=1, num_heads=2, dropout=0.0, attention_dropout=0.0
+        20,
+        max_length=6,
+        hidden_dim=8,
+        num_layers=1,
+        num_heads=2,
+        dropout=0.0,
+        attention_dropout=0.0,
     )
     items = rng.integers(0, 21, size=(GLOBAL_BATCH, 6)).astype("int32")
     return model, items, None, None
