@@ -45,7 +45,7 @@ STEPS = 3
 def forecaster():
     rng = np.random.default_rng(0)  # the same data on every call
     model = build_logsparse_forecaster(
-        12, dim=8, num_heads=2, num_blocks=1, dropout=0.0, local_window=3, kernel_size=3
+        12, hidden_dim=8, num_heads=2, num_layers=1, dropout=0.0, local_window=3, kernel_size=3
     )
     inputs = {
         "lagged_target": rng.normal(size=(GLOBAL_BATCH, 12, 1)).astype("float32"),
