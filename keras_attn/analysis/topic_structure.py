@@ -155,17 +155,17 @@ def mask_tokens(tokens, vocabulary_size, rng, rate=0.15):
     return inputs.astype(np.int32), tokens.astype(np.int32), chosen.astype(np.float32)
 
 
-def build_topic_model(vocabulary_size, dim=None, name="topic_model"):
+def build_topic_model(vocabulary_size, hidden_dim=None, name="topic_model"):
     """The paper's one-layer, one-head masked language model.
 
     `logits = Dense(attention(Embedding(tokens)))`: no residual connection,
     no feed-forward layer, no layer norm. The attention is the library's
-    `MultiHeadSelfAttention` (one head of size `dim`, no biases); its value
+    `MultiHeadSelfAttention` (one head of size `hidden_dim`, no biases); its value
     and output kernels together play the paper's `W_v`.
 
     Args:
         vocabulary_size: int, number of token ids.
-        dim: int, embedding and head size. Defaults to `vocabulary_size`,
+        hidden_dim: int, embedding and head size. Defaults to `vocabulary_size`,
             as in the official configuration.
         name: model name.
 
@@ -176,16 +176,16 @@ def build_topic_model(vocabulary_size, dim=None, name="topic_model"):
 
     Example:
 
-    >>> model = build_topic_model(102, dim=16)
+    >>> model = build_topic_model(102, hidden_dim=16)
     >>> model(np.full((2, 5), 3, "int32")).shape
     (2, 5, 102)
     """
-    dim = dim or vocabulary_size
+    hidden_dim = hidden_dim or vocabulary_size
     tokens = keras.Input(shape=(None,), dtype="int32", name="tokens")
-    x = keras.layers.Embedding(vocabulary_size, dim, mask_zero=True, name="token_embedding")(
+    x = keras.layers.Embedding(vocabulary_size, hidden_dim, mask_zero=True, name="token_embedding")(
         tokens
-    )  # (batch, length, dim)
-    x = MultiHeadSelfAttention(1, dim, use_bias=False, name="attention")(x)
+    )  # (batch, length, hidden_dim)
+    x = MultiHeadSelfAttention(1, hidden_dim, use_bias=False, name="attention")(x)
     logits = keras.layers.Dense(vocabulary_size, use_bias=False, name="decoder")(x)
     return keras.Model(tokens, logits, name=name)
 
@@ -368,7 +368,7 @@ def train_topic_model(
     batch_size=40,
     learning_rate=0.01,
     record_steps=None,
-    dim=None,
+    hidden_dim=None,
     seed=0,
 ):
     """Trains `build_topic_model` with masked language modelling, recording statistics.
@@ -385,7 +385,7 @@ def train_topic_model(
         learning_rate: float, Adam learning rate.
         record_steps: steps at which to record the statistics. Defaults to
             every 2 steps for the first 100, then 20 per epoch.
-        dim: int, model width (defaults to the vocabulary size).
+        hidden_dim: int, model width (defaults to the vocabulary size).
         seed: int, seed of the weights and the masking.
 
     Returns:
@@ -408,7 +408,7 @@ def train_topic_model(
             *range(0, min(total, 100), 2),
             *range(0, total + 1, max(1, steps_per_epoch // 20)),
         ]
-    model = build_topic_model(corpus.vocabulary_size, dim=dim)
+    model = build_topic_model(corpus.vocabulary_size, hidden_dim=hidden_dim)
     model.compile(
         keras.optimizers.Adam(learning_rate),
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),

@@ -79,7 +79,7 @@ def test_block_gap():
 
 
 def test_model_is_one_attention_layer_without_residual():
-    model = build_topic_model(12, dim=6)
+    model = build_topic_model(12, hidden_dim=6)
     assert [type(layer).__name__ for layer in model.layers[1:]] == [
         "Embedding",
         "MultiHeadSelfAttention",
@@ -97,7 +97,7 @@ def test_model_is_one_attention_layer_without_residual():
 
 def test_uniform_attention_gives_one_over_n_and_callback_records():
     corpus = generate_lda_documents(8, length_range=(120, 120), seed=2)
-    model = build_topic_model(corpus.vocabulary_size, dim=8)
+    model = build_topic_model(corpus.vocabulary_size, hidden_dim=8)
     attention = model.get_layer("attention")
     attention.query_dense.kernel.assign(np.zeros(attention.query_dense.kernel.shape))
     stats = topic_statistics(model, corpus.tokens, corpus.word_topics)
