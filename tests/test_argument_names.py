@@ -8,8 +8,11 @@ configs saved with the retired keys (older `.keras` files).
 
 import importlib
 import inspect
+import json
+import zipfile
 
 import keras
+import numpy as np
 import pytest
 
 from keras_attn.layers import PatchEmbedding, T2TModule, TokenTransformer, TransformerBlock
@@ -91,3 +94,49 @@ def test_a_bad_value_names_the_new_argument(name):
     layer_class, arguments, new_key, _, _ = RENAMED[name]
     with pytest.raises(ValueError, match=f"`{new_key}`.*Received: {new_key}=0"):
         layer_class(**{**arguments, new_key: 0})
+
+
+RETIRED_KEYS = {
+    "PatchEmbedding": ("hidden_dim", "dim"),
+    "TransformerBlock": ("intermediate_dim", "mlp_dim"),
+}
+
+
+def _retire_keys(config):
+    """Renames, in place, the new keys of the layers of `RETIRED_KEYS` back to their old names."""
+    if isinstance(config, list):
+        for item in config:
+            _retire_keys(item)
+    if not isinstance(config, dict):
+        return
+    if config.get("class_name") in RETIRED_KEYS:
+        new, old = RETIRED_KEYS[config["class_name"]]
+        config["config"][old] = config["config"].pop(new)
+    for value in config.values():
+        _retire_keys(value)
+
+
+def _with_retired_keys(path, retired_path):
+    """A copy of the `.keras` file at `path` whose config uses the retired keys."""
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(retired_path, "w") as target:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename == "config.json":
+                config = json.loads(data)
+                _retire_keys(config)
+                data = json.dumps(config).encode("utf-8")
+                assert b'"mlp_dim"' in data and b'"dim"' in data and b"intermediate_dim" not in data
+            target.writestr(item, data)
+
+
+def test_a_keras_file_saved_with_the_retired_keys_loads_with_its_weights(tmp_path):
+    images = keras.Input((8, 8, 1))
+    tokens = PatchEmbedding(4, 8)(images)  # (batch, 4, 8)
+    outputs = TransformerBlock(2, 16)(tokens)
+    model = keras.Model(images, outputs)
+    model.save(tmp_path / "model.keras")
+    _with_retired_keys(tmp_path / "model.keras", tmp_path / "retired.keras")
+    loaded = keras.models.load_model(tmp_path / "retired.keras")
+    x = np.random.default_rng(0).normal(size=(2, 8, 8, 1)).astype("float32")
+    np.testing.assert_allclose(loaded(x), model(x), rtol=1e-6, atol=1e-6)
+    assert loaded.layers[-1].intermediate_dim == 16 and loaded.layers[1].hidden_dim == 8
