@@ -22,7 +22,7 @@ from keras_attn.models.adavit_fast_path import xla_function  # noqa: E402
 from keras_attn.utils import batch_latency_ms  # noqa: E402
 
 # The ViT of the AdaViT reproduction: 49 patches of 4x4 pixels.
-MODEL = {"patch_size": 4, "dim": 32, "depth": 5, "num_heads": 4, "mlp_ratio": 2.0}
+MODEL = {"patch_size": 4, "hidden_dim": 32, "num_layers": 5, "num_heads": 4, "intermediate_dim": 64}
 
 
 def load_data(train, test):

@@ -40,7 +40,11 @@ def main():
     args = parser.parse_args()
     started_at = time.time()
     model = build_decoder_language_model(
-        args.vocabulary, args.length, dim=128, depth=args.depth, mlp_dim=args.mlp
+        args.vocabulary,
+        args.length,
+        hidden_dim=128,
+        num_layers=args.depth,
+        intermediate_dim=args.mlp,
     )
     rng = np.random.default_rng(0)
     batches = [

@@ -67,7 +67,7 @@ def layer_configs(smoke):
             "LogSparseAttention",
             {"variant": "restart", "subsequence_length": 16},
         ),
-        ("transformer block", "TransformerBlock", {"mlp_dim": 64}),
+        ("transformer block", "TransformerBlock", {"intermediate_dim": 64}),
     ]
 
 

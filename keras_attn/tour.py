@@ -23,17 +23,17 @@ def add_arguments(parser):
     parser.add_argument("--seed", type=int, default=0, help="Random seed.")
 
 
-def build_row_classifier(num_classes=10, dim=64, num_heads=4, rows=28, columns=28):
+def build_row_classifier(num_classes=10, hidden_dim=64, num_heads=4, rows=28, columns=28):
     """A one-block transformer that reads an image row by row."""
     images = keras.Input(shape=(rows, columns), name="images")
     x = keras.layers.Rescaling(1.0 / 255.0)(images)
-    x = keras.layers.Dense(dim, name="row_embedding")(x)  # (batch, rows, dim)
+    x = keras.layers.Dense(hidden_dim, name="row_embedding")(x)  # (batch, rows, hidden_dim)
     x = PositionEmbedding(max_length=rows)(x)
-    attended = MultiHeadSelfAttention(num_heads, dim // num_heads, dropout=0.1)(x)
+    attended = MultiHeadSelfAttention(num_heads, hidden_dim // num_heads, dropout=0.1)(x)
     x = keras.layers.LayerNormalization()(x + attended)
-    hidden = keras.layers.Dense(2 * dim, activation="gelu")(x)
-    x = keras.layers.LayerNormalization()(x + keras.layers.Dense(dim)(hidden))
-    x = keras.layers.GlobalAveragePooling1D()(x)  # (batch, dim)
+    hidden = keras.layers.Dense(2 * hidden_dim, activation="gelu")(x)
+    x = keras.layers.LayerNormalization()(x + keras.layers.Dense(hidden_dim)(hidden))
+    x = keras.layers.GlobalAveragePooling1D()(x)  # (batch, hidden_dim)
     outputs = keras.layers.Dense(num_classes, activation="softmax", name="classes")(x)
     return keras.Model(images, outputs, name="row_transformer")
 

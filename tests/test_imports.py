@@ -35,9 +35,6 @@ def test_utils_lists_every_lazy_export():
 
 
 REPOSITORY = pathlib.Path(__file__).parents[1]
-# Files known to import a reproduction, each to be moved to library calls;
-# strict, so that a fixed file is noticed and taken off the list.
-KNOWN_REPRODUCTION_IMPORTS = {"notebooks/04_t2t_vit.ipynb"}
 
 
 def _code(path):
@@ -67,4 +64,4 @@ def test_notebooks_and_benchmarks_import_the_library_not_the_reproductions():
     )
     assert len(files) > 10
     offenders = {str(p.relative_to(REPOSITORY)) for p in files if _imports_a_reproduction(p)}
-    assert offenders == KNOWN_REPRODUCTION_IMPORTS
+    assert offenders == set()

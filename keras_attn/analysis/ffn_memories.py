@@ -88,7 +88,7 @@ def transformer_block_sites(model):
     Example:
 
     ```python
-    sites = transformer_block_sites(build_decoder_language_model(100, 16, depth=2))
+    sites = transformer_block_sites(build_decoder_language_model(100, 16, num_layers=2))
     [site.name for site in sites]  # ['block_0', 'block_1']
     ```
     """

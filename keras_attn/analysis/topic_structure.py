@@ -161,7 +161,7 @@ CONFIGURATIONS = ("joint", "official")
 """`"joint"`: every weight trained. `"official"`: the official code's frozen configuration."""
 
 
-def build_topic_model(vocabulary_size, dim=None, name="topic_model", configuration="joint"):
+def build_topic_model(vocabulary_size, hidden_dim=None, name="topic_model", configuration="joint"):
     """The paper's one-layer, one-head masked language model.
 
     `logits = decoder(attention(embedding(tokens)))`: no residual
@@ -172,7 +172,7 @@ def build_topic_model(vocabulary_size, dim=None, name="topic_model", configurati
 
     Two configurations:
 
-    - `"joint"`: a trained `dim`-wide embedding, attention without biases
+    - `"joint"`: a trained `hidden_dim`-wide embedding, attention without biases
       (its value and output kernels together play the paper's `W_v`) and a
       trained linear decoder. Everything is trained jointly.
     - `"official"`: the official code's configuration
@@ -190,7 +190,7 @@ def build_topic_model(vocabulary_size, dim=None, name="topic_model", configurati
 
     Args:
         vocabulary_size: int, number of token ids.
-        dim: int, embedding and head size of the joint configuration.
+        hidden_dim: int, embedding and head size of the joint configuration.
             Defaults to `vocabulary_size`, as in the official configuration;
             the official configuration requires `vocabulary_size`.
         name: model name.
@@ -204,7 +204,7 @@ def build_topic_model(vocabulary_size, dim=None, name="topic_model", configurati
 
     Example:
 
-    >>> model = build_topic_model(102, dim=16)
+    >>> model = build_topic_model(102, hidden_dim=16)
     >>> tokens = np.full((2, 5), 3, "int32")
     >>> model({"tokens": tokens, "visible": tokens > 0}).shape
     (2, 5, 102)
@@ -215,11 +215,11 @@ def build_topic_model(vocabulary_size, dim=None, name="topic_model", configurati
             f"Received: configuration={configuration!r}"
         )
     official = configuration == "official"
-    dim = dim or vocabulary_size
+    dim = hidden_dim or vocabulary_size
     if official and dim != vocabulary_size:
         raise ValueError(
             "The official configuration's width is the vocabulary size (one-hot embeddings). "
-            f"Received: dim={dim} with vocabulary_size={vocabulary_size}"
+            f"Received: hidden_dim={hidden_dim} with vocabulary_size={vocabulary_size}"
         )
     tokens = keras.Input(shape=(None,), dtype="int32", name="tokens")
     visible = keras.Input(shape=(None,), dtype="bool", name="visible")
@@ -519,7 +519,7 @@ def train_topic_model(
     batch_size=40,
     learning_rate=0.01,
     record_steps=None,
-    dim=None,
+    hidden_dim=None,
     seed=0,
     configuration="joint",
 ):
@@ -538,7 +538,7 @@ def train_topic_model(
         learning_rate: float, Adam learning rate.
         record_steps: steps at which to record the statistics. Defaults to
             every step.
-        dim: int, model width of the joint configuration (defaults to the
+        hidden_dim: int, model width of the joint configuration (defaults to the
             vocabulary size).
         seed: int, seed of the weights, the masking and the batch order.
         configuration: `"joint"` or `"official"` (see `build_topic_model`).
@@ -558,7 +558,7 @@ def train_topic_model(
     keras.utils.set_random_seed(seed)
     total = epochs * -(-len(corpus.tokens) // batch_size)
     record_steps = range(total + 1) if record_steps is None else [*record_steps, total]
-    model = build_topic_model(corpus.vocabulary_size, dim=dim, configuration=configuration)
+    model = build_topic_model(corpus.vocabulary_size, hidden_dim=hidden_dim, configuration=configuration)
     model.compile(
         keras.optimizers.Adam(learning_rate),
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),

@@ -27,7 +27,7 @@ LAYER_DEFAULTS = {"variant": "local", "local_window": 8, "kernel_size": 9}
 def planned_attention_bytes(
     lengths,
     attention,
-    dim,
+    hidden_dim,
     num_heads,
     *,
     variant="local",
@@ -41,7 +41,7 @@ def planned_attention_bytes(
     The layer is the one `keras_attn.models.build_logsparse_forecaster`
     builds with the same arguments. The step is the gradient of
     `sum(output²)` with respect to the layer's weights on a
-    `(batch_size, length, dim)` input, compiled with `jax.jit`; its plan is
+    `(batch_size, length, hidden_dim)` input, compiled with `jax.jit`; its plan is
     temporaries + arguments + outputs − aliased bytes, as in
     `benchmarks/logsparse.py`. Nothing is run.
 
@@ -53,7 +53,7 @@ def planned_attention_bytes(
     Args:
         lengths: iterable of int window lengths.
         attention: `"full"` or `"logsparse"`.
-        dim: int, model width.
+        hidden_dim: int, model width.
         num_heads: int, attention heads.
         variant: LogSparse variant (`"pure"`, `"local"`, `"restart"`).
         local_window: dense window of the `"local"` variant.
@@ -68,13 +68,13 @@ def planned_attention_bytes(
     Example:
 
     ```python
-    plans = planned_attention_bytes([96, 192], "full", dim=16, num_heads=4, batch_size=64)
+    plans = planned_attention_bytes([96, 192], "full", hidden_dim=16, num_heads=4, batch_size=64)
     ```
     """
     request = {
         "lengths": [int(length) for length in lengths],
         "attention": attention,
-        "dim": dim,
+        "hidden_dim": hidden_dim,
         "num_heads": num_heads,
         "variant": variant,
         "local_window": local_window,
@@ -86,7 +86,7 @@ def planned_attention_bytes(
 
 
 def windows_within_budget(
-    reference_length, reference_layer, lengths, layers, *, dim, num_heads, batch_size=1
+    reference_length, reference_layer, lengths, layers, *, hidden_dim, num_heads, batch_size=1
 ):
     """A memory budget and the longest window each layer's plan fits in it.
 
@@ -102,7 +102,7 @@ def windows_within_budget(
             `local_window`, `kernel_size`).
         lengths: iterable of int candidate windows.
         layers: dict `name -> layer arguments`, as `reference_layer`.
-        dim: int, model width.
+        hidden_dim: int, model width.
         num_heads: int, attention heads.
         batch_size: int, windows per training step.
 
@@ -122,7 +122,7 @@ def windows_within_budget(
         {"attention": "full"},
         range(48, 700, 24),
         {"logsparse": {"attention": "logsparse", "local_window": 8}},
-        dim=16,
+        hidden_dim=16,
         num_heads=4,
         batch_size=64,
     )
@@ -134,7 +134,7 @@ def windows_within_budget(
         "reference_layer": reference_layer,
         "lengths": [int(length) for length in lengths],
         "layers": layers,
-        "sizes": {"dim": dim, "num_heads": num_heads, "batch_size": batch_size},
+        "sizes": {"hidden_dim": hidden_dim, "num_heads": num_heads, "batch_size": batch_size},
     }
     budget = _in_jax("_budget", request)
     for chosen in budget["models"].values():
@@ -196,7 +196,9 @@ def _plan(lengths, budget_bytes=None, **layer_arguments):
     return plans
 
 
-def _plan_one(length, attention, dim, num_heads, variant, local_window, kernel_size, batch_size):
+def _plan_one(
+    length, attention, hidden_dim, num_heads, variant, local_window, kernel_size, batch_size
+):
     import jax
     import jax.numpy as jnp
 
@@ -204,14 +206,14 @@ def _plan_one(length, attention, dim, num_heads, variant, local_window, kernel_s
 
     layer = _attention_layer(
         attention,
-        dim // num_heads,
+        hidden_dim // num_heads,
         num_heads=num_heads,
         variant=variant,
         local_window=local_window,
         subsequence_length=None,
         kernel_size=kernel_size,
     )
-    x = jnp.ones((batch_size, length, dim))  # (batch, length, dim)
+    x = jnp.ones((batch_size, length, hidden_dim))  # (batch, length, hidden_dim)
     layer(x[:, :8])
     weights = [variable.value for variable in layer.trainable_variables]
 

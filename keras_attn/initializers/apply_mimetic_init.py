@@ -44,7 +44,7 @@ def apply_mimetic_init(model_or_layer, initializer=None):
     from keras_attn.initializers import MimeticInitializer, apply_mimetic_init
     from keras_attn.models import build_vision_transformer
 
-    model = build_vision_transformer((28, 28), 10, patch_size=7, depth=4)
+    model = build_vision_transformer((28, 28), 10, patch_size=7, num_layers=4)
     layers = apply_mimetic_init(model, MimeticInitializer(seed=0))
     len(layers)  # 4
     ```

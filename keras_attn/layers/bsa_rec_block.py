@@ -9,6 +9,7 @@ is exactly the SASRec block of the same official code.
 
 import keras
 
+from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.fourier_filter import FourierFilter
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.utils.validation import (
@@ -173,13 +174,13 @@ class BSARecBlock(keras.layers.Layer):
                 name="attention",
             )
             self.attention.build(input_shape)
-            self.attention_norm = self._norm("attention_norm", input_shape)
+            self.attention_norm = self._built_norm("attention_norm", input_shape)
         hidden_dim = self.intermediate_dim or 4 * dim
         self.intermediate_dense = self._dense(
             hidden_dim, "intermediate_dense", input_shape, self.activation
         )
         self.output_dense = self._dense(dim, "output_dense", (*input_shape[:-1], hidden_dim))
-        self.output_norm = self._norm("output_norm", input_shape)
+        self.output_norm = self._built_norm("output_norm", input_shape)
         self.dropout_layer = keras.layers.Dropout(
             self.dropout, seed=self.seed, dtype=self.dtype_policy
         )
@@ -187,10 +188,8 @@ class BSARecBlock(keras.layers.Layer):
     def _initializer(self):
         return self.kernel_initializer.__class__.from_config(self.kernel_initializer.get_config())
 
-    def _norm(self, name, input_shape):
-        norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
-        )
+    def _built_norm(self, name, input_shape):
+        norm = layer_norm(name, self.layer_norm_epsilon, self.dtype_policy)
         norm.build(input_shape)
         return norm
 

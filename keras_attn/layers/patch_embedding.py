@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attn.utils.validation import check_int, feature_spec
+from keras_attn.utils.validation import check_int, feature_spec, renamed_config
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -11,12 +11,12 @@ class PatchEmbedding(keras.layers.Layer):
     """Cuts an image into non-overlapping patches and embeds each one linearly.
 
     Equivalent to a `Conv2D` with kernel and stride `patch_size`, flattened
-    row by row into `(batch, num_patches, dim)`. Grayscale images of rank 3
+    row by row into `(batch, num_patches, hidden_dim)`. Grayscale images of rank 3
     `(batch, height, width)` get a channel axis first.
 
     Args:
         patch_size: int, side of the square patches; must divide the image.
-        dim: int, embedding size.
+        hidden_dim: int, embedding size (the model width).
         kernel_initializer: initializer of the projection kernel.
         **kwargs: base layer arguments, such as `name` and `dtype`.
 
@@ -24,21 +24,21 @@ class PatchEmbedding(keras.layers.Layer):
         inputs: `(batch, height, width)` or `(batch, height, width, channels)`.
 
     Returns:
-        `(batch, (height // patch_size) * (width // patch_size), dim)`.
+        `(batch, (height // patch_size) * (width // patch_size), hidden_dim)`.
 
     Example:
 
-    >>> PatchEmbedding(patch_size=7, dim=16)(np.zeros((2, 28, 28))).shape
+    >>> PatchEmbedding(patch_size=7, hidden_dim=16)(np.zeros((2, 28, 28))).shape
     (2, 16, 16)
 
     References:
         - [Dosovitskiy et al., 2021](https://arxiv.org/abs/2010.11929)
     """
 
-    def __init__(self, patch_size, dim, kernel_initializer="glorot_uniform", **kwargs):
+    def __init__(self, patch_size, hidden_dim, kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
         self.patch_size = check_int("patch_size", patch_size)
-        self.dim = check_int("dim", dim)
+        self.hidden_dim = check_int("hidden_dim", hidden_dim)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
     def build(self, input_shape):
@@ -52,7 +52,7 @@ class PatchEmbedding(keras.layers.Layer):
             )
         channels = input_shape[3] if len(input_shape) == 4 else 1
         self.projection = keras.layers.Conv2D(
-            self.dim,
+            self.hidden_dim,
             self.patch_size,
             strides=self.patch_size,
             kernel_initializer=self.kernel_initializer,
@@ -64,21 +64,26 @@ class PatchEmbedding(keras.layers.Layer):
     def call(self, inputs):
         if len(inputs.shape) == 3:
             inputs = inputs[..., None]  # (batch, height, width, 1)
-        patches = self.projection(ops.cast(inputs, self.compute_dtype))  # (batch, h, w, dim)
+        patches = self.projection(ops.cast(inputs, self.compute_dtype))  # (batch, h, w, hidden_dim)
         grid = patches.shape[1] * patches.shape[2]
-        return ops.reshape(patches, (-1, grid, self.dim))  # (batch, h * w, dim)
+        return ops.reshape(patches, (-1, grid, self.hidden_dim))  # (batch, h * w, hidden_dim)
 
     def compute_output_shape(self, input_shape):
         grid = (input_shape[1] // self.patch_size) * (input_shape[2] // self.patch_size)
-        return (input_shape[0], grid, self.dim)
+        return (input_shape[0], grid, self.hidden_dim)
 
     def get_config(self):
         config = super().get_config()
         config.update(
             {
                 "patch_size": self.patch_size,
-                "dim": self.dim,
+                "hidden_dim": self.hidden_dim,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # Configs saved before the rename name the embedding size `dim`.
+        return super().from_config(renamed_config(config, {"dim": "hidden_dim"}))

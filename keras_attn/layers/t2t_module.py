@@ -16,6 +16,7 @@ from keras_attn.utils.validation import (
     check_ints,
     check_optional_int,
     feature_spec,
+    renamed_config,
 )
 
 TOKEN_LAYERS = ("performer", "transformer")
@@ -31,11 +32,11 @@ class T2TModule(keras.layers.Layer):
     56 x 56 grid (re-structurisation) and soft split 1 (3, 2, 1) gives 784
     tokens of `9 * token_dim`; a second token layer and re-structurisation,
     then soft split 2 (3, 2, 1) gives 196 tokens, and a Dense layer projects
-    them to `embed_dim`. Soft splits lay features out channel-major (see
+    them to `hidden_dim`. Soft splits lay features out channel-major (see
     `SoftSplit`).
 
     Args:
-        embed_dim: int, output token size (the backbone's width).
+        hidden_dim: int, output token size (the backbone's width).
         token_layer: `"performer"` (T2T-ViT) or `"transformer"` (T2T-ViT_t).
         token_dim: int, size of the tokens between the soft splits.
         kernel_sizes: three ints, window of each soft split.
@@ -50,12 +51,12 @@ class T2TModule(keras.layers.Layer):
         training: bool, whether dropout is active.
 
     Returns:
-        `(batch, num_tokens, embed_dim)`; `num_tokens` is given by
+        `(batch, num_tokens, hidden_dim)`; `num_tokens` is given by
         `output_grid(height, width)`.
 
     Example:
 
-    >>> T2TModule(embed_dim=32, token_dim=16)(np.zeros((2, 64, 64, 3))).shape
+    >>> T2TModule(hidden_dim=32, token_dim=16)(np.zeros((2, 64, 64, 3))).shape
     (2, 16, 32)
 
     References:
@@ -64,7 +65,7 @@ class T2TModule(keras.layers.Layer):
 
     def __init__(
         self,
-        embed_dim,
+        hidden_dim,
         token_layer="performer",
         token_dim=64,
         kernel_sizes=(7, 3, 3),
@@ -74,7 +75,7 @@ class T2TModule(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.embed_dim = check_int("embed_dim", embed_dim)
+        self.hidden_dim = check_int("hidden_dim", hidden_dim)
         self.token_layer = check_choice("token_layer", token_layer, TOKEN_LAYERS)
         self.token_dim = check_int("token_dim", token_dim)
         self.kernel_sizes = check_ints("kernel_sizes", kernel_sizes, size=3)
@@ -124,7 +125,7 @@ class T2TModule(keras.layers.Layer):
         ]
         self.token_layers = [self._token_layer(i) for i in range(2)]
         self.projection = keras.layers.Dense(
-            self.embed_dim, dtype=self.dtype_policy, name="projection"
+            self.hidden_dim, dtype=self.dtype_policy, name="projection"
         )
         grids = self.grids(*input_shape[1:3])
         sizes = [channels * self.kernel_sizes[0] ** 2, self.token_dim * self.kernel_sizes[1] ** 2]
@@ -150,17 +151,17 @@ class T2TModule(keras.layers.Layer):
             rows, columns = grids[index]
             x = ops.reshape(x, (-1, rows, columns, self.token_dim))  # (batch, rows, cols, token)
             x = self.soft_splits[index + 1](x)  # (batch, L_{i+1}, token_dim * k_{i+1}^2)
-        return self.projection(x)  # (batch, L2, embed_dim)
+        return self.projection(x)  # (batch, L2, hidden_dim)
 
     def compute_output_shape(self, input_shape):
         rows, columns = self.output_grid(*input_shape[1:3])
-        return (input_shape[0], rows * columns, self.embed_dim)
+        return (input_shape[0], rows * columns, self.hidden_dim)
 
     def get_config(self):
         config = super().get_config()
         config.update(
             {
-                "embed_dim": self.embed_dim,
+                "hidden_dim": self.hidden_dim,
                 "token_layer": self.token_layer,
                 "token_dim": self.token_dim,
                 "kernel_sizes": self.kernel_sizes,
@@ -170,3 +171,8 @@ class T2TModule(keras.layers.Layer):
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # Configs saved before the rename name the output size `embed_dim`.
+        return super().from_config(renamed_config(config, {"embed_dim": "hidden_dim"}))

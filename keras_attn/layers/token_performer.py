@@ -11,6 +11,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.utils.validation import (
     check_int,
     check_optional_int,
@@ -92,14 +93,16 @@ class TokenPerformer(keras.layers.Layer):
     def build(self, input_shape):
         self.input_spec = feature_spec(input_shape)
         output_shape = (*input_shape[:-1], self.token_dim)
-        self.attention_norm = self._norm("attention_norm")
+        self.attention_norm = layer_norm(
+            "attention_norm", self.layer_norm_epsilon, self.dtype_policy
+        )
         self.key_query_value = keras.layers.Dense(
             3 * self.token_dim, dtype=self.dtype_policy, name="key_query_value"
         )
         self.projection = keras.layers.Dense(
             self.token_dim, dtype=self.dtype_policy, name="projection"
         )
-        self.mlp_norm = self._norm("mlp_norm")
+        self.mlp_norm = layer_norm("mlp_norm", self.layer_norm_epsilon, self.dtype_policy)
         self.mlp_hidden = keras.layers.Dense(
             self.token_dim, activation="gelu", dtype=self.dtype_policy, name="mlp_hidden"
         )
@@ -124,11 +127,6 @@ class TokenPerformer(keras.layers.Layer):
         for dense in (self.projection, self.mlp_hidden, self.mlp_output):
             dense.build(output_shape)
         self.mlp_norm.build(output_shape)
-
-    def _norm(self, name):
-        return keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
-        )
 
     def positive_features(self, x):
         """`exp(w x - |x|^2 / 2) / sqrt(m)` in float32, `(batch, length, m)`."""

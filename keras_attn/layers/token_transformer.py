@@ -6,12 +6,14 @@ on ImageNet", ICCV 2021 (https://arxiv.org/abs/2101.11986).
 
 import keras
 
+from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.utils.validation import (
     check_int,
     check_positive,
     check_rate,
     feature_spec,
+    renamed_config,
 )
 
 
@@ -24,14 +26,15 @@ class TokenTransformer(keras.layers.Layer):
     without bias, an output projection with bias (the library's attention
     core, `output_dim=token_dim`). Because input and output sizes differ,
     the residual goes through the value `v = LN(x) W_v` instead of `x`.
-    The MLP is `token_dim -> token_dim * mlp_ratio -> token_dim` with GELU.
+    The MLP is `token_dim -> intermediate_dim -> token_dim` with GELU.
     As in the official code, the attention logits are scaled by
     `1 / sqrt(dim)` (the input size), not `1 / sqrt(token_dim)` (the core's
     `qk_scale`).
 
     Args:
         token_dim: int, output size (64 in the paper).
-        mlp_ratio: float, MLP hidden size as a multiple of `token_dim`.
+        intermediate_dim: int, hidden size of the MLP. Defaults to
+            `token_dim` (the official code's MLP ratio of 1).
         dropout: float, dropout after the attention and in the MLP.
         layer_norm_epsilon: float, epsilon of the two layer norms.
         **kwargs: base layer arguments, such as `name` and `dtype`.
@@ -52,23 +55,28 @@ class TokenTransformer(keras.layers.Layer):
         - [Yuan et al., 2021](https://arxiv.org/abs/2101.11986)
     """
 
-    def __init__(self, token_dim=64, mlp_ratio=1.0, dropout=0.0, layer_norm_epsilon=1e-5, **kwargs):
+    def __init__(
+        self,
+        token_dim=64,
+        intermediate_dim=None,
+        dropout=0.0,
+        layer_norm_epsilon=1e-5,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.token_dim = check_int("token_dim", token_dim)
-        self.mlp_ratio = check_positive("mlp_ratio", mlp_ratio)
-        if int(self.token_dim * self.mlp_ratio) < 1:
-            raise ValueError(
-                "`mlp_ratio` must give an MLP of at least one unit. "
-                f"Received: mlp_ratio={mlp_ratio}"
-            )
+        self.intermediate_dim = check_int(
+            "intermediate_dim", self.token_dim if intermediate_dim is None else intermediate_dim
+        )
         self.dropout = check_rate("dropout", dropout)
         self.layer_norm_epsilon = check_positive("layer_norm_epsilon", layer_norm_epsilon)
 
     def build(self, input_shape):
         self.input_spec = feature_spec(input_shape)
-        hidden = int(self.token_dim * self.mlp_ratio)
         output_shape = (*input_shape[:-1], self.token_dim)
-        self.attention_norm = self._norm("attention_norm")
+        self.attention_norm = layer_norm(
+            "attention_norm", self.layer_norm_epsilon, self.dtype_policy
+        )
         self.attention = MultiHeadSelfAttention(
             num_heads=1,
             key_dim=self.token_dim,
@@ -80,9 +88,9 @@ class TokenTransformer(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="attention",
         )
-        self.mlp_norm = self._norm("mlp_norm")
+        self.mlp_norm = layer_norm("mlp_norm", self.layer_norm_epsilon, self.dtype_policy)
         self.mlp_hidden = keras.layers.Dense(
-            hidden, activation="gelu", dtype=self.dtype_policy, name="mlp_hidden"
+            self.intermediate_dim, activation="gelu", dtype=self.dtype_policy, name="mlp_hidden"
         )
         self.mlp_output = keras.layers.Dense(
             self.token_dim, dtype=self.dtype_policy, name="mlp_output"
@@ -92,12 +100,7 @@ class TokenTransformer(keras.layers.Layer):
         self.attention.build(input_shape)
         self.mlp_norm.build(output_shape)
         self.mlp_hidden.build(output_shape)
-        self.mlp_output.build((*input_shape[:-1], hidden))
-
-    def _norm(self, name):
-        return keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
-        )
+        self.mlp_output.build((*input_shape[:-1], self.intermediate_dim))
 
     def call(self, inputs, training=None):
         x = self.attention_norm(inputs)
@@ -117,9 +120,17 @@ class TokenTransformer(keras.layers.Layer):
         config.update(
             {
                 "token_dim": self.token_dim,
-                "mlp_ratio": self.mlp_ratio,
+                "intermediate_dim": self.intermediate_dim,
                 "dropout": self.dropout,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # Configs saved before the rename give the MLP as `mlp_ratio`, a
+        # multiple of `token_dim`.
+        if "mlp_ratio" in config:
+            config = {**config, "mlp_ratio": int(config["token_dim"] * config["mlp_ratio"])}
+        return super().from_config(renamed_config(config, {"mlp_ratio": "intermediate_dim"}))

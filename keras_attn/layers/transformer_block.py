@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.utils.validation import (
     check_bool,
@@ -11,6 +12,7 @@ from keras_attn.utils.validation import (
     check_positive,
     check_rate,
     feature_spec,
+    renamed_config,
 )
 
 
@@ -40,8 +42,8 @@ class TransformerBlock(keras.layers.Layer):
     Args:
         num_heads: int, attention heads. Optional with `attention`, whose
             `num_heads` it must then equal.
-        mlp_dim: int, hidden size of the MLP.
-        key_dim: int, size of each head. Defaults to `dim // num_heads`.
+        intermediate_dim: int, hidden size of the MLP.
+        key_dim: int, size of each head. Defaults to the input size over `num_heads`.
         dropout: float, dropout of the attention branch and of the MLP
             output, each before its residual addition.
         mlp_hidden_dropout: float or `None`, dropout of the MLP's hidden
@@ -80,10 +82,10 @@ class TransformerBlock(keras.layers.Layer):
 
     Example:
 
-    >>> TransformerBlock(num_heads=2, mlp_dim=32)(np.zeros((2, 5, 16))).shape
+    >>> TransformerBlock(num_heads=2, intermediate_dim=32)(np.zeros((2, 5, 16))).shape
     (2, 5, 16)
     >>> attention = LogSparseAttention(num_heads=2, key_dim=8, name="attention")
-    >>> block = TransformerBlock(mlp_dim=32, attention=attention)
+    >>> block = TransformerBlock(intermediate_dim=32, attention=attention)
     >>> block(np.zeros((2, 5, 16)), return_attention_scores=True)[1].shape
     (2, 2, 5, 4)
 
@@ -95,7 +97,7 @@ class TransformerBlock(keras.layers.Layer):
     def __init__(
         self,
         num_heads=None,
-        mlp_dim=None,
+        intermediate_dim=None,
         key_dim=None,
         dropout=0.0,
         mlp_hidden_dropout=None,
@@ -110,7 +112,7 @@ class TransformerBlock(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.mlp_dim = check_int("mlp_dim", mlp_dim)
+        self.intermediate_dim = check_int("intermediate_dim", intermediate_dim)
         self.key_dim = check_optional_int("key_dim", key_dim)
         self.dropout = check_rate("dropout", dropout)
         self.mlp_hidden_dropout = check_rate(
@@ -163,10 +165,15 @@ class TransformerBlock(keras.layers.Layer):
         dim = input_shape[-1]
         if not self._custom_attention:
             self.attention = self._default_attention(dim, input_shape)
-        self.attention_norm = self._norm("attention_norm")
-        self.mlp_norm = self._norm("mlp_norm")
+        self.attention_norm = layer_norm(
+            "attention_norm", self.layer_norm_epsilon, self.dtype_policy
+        )
+        self.mlp_norm = layer_norm("mlp_norm", self.layer_norm_epsilon, self.dtype_policy)
         self.mlp_hidden = keras.layers.Dense(
-            self.mlp_dim, activation=self.activation, dtype=self.dtype_policy, name="mlp_hidden"
+            self.intermediate_dim,
+            activation=self.activation,
+            dtype=self.dtype_policy,
+            name="mlp_hidden",
         )
         self.mlp_output = keras.layers.Dense(dim, dtype=self.dtype_policy, name="mlp_output")
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
@@ -178,7 +185,7 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_norm.build(input_shape)
         self.mlp_norm.build(input_shape)
         self.mlp_hidden.build(input_shape)
-        self.mlp_output.build((*input_shape[:-1], self.mlp_dim))
+        self.mlp_output.build((*input_shape[:-1], self.intermediate_dim))
 
     def _default_attention(self, dim, input_shape):
         key_dim = self.key_dim or dim // self.num_heads
@@ -194,11 +201,6 @@ class TransformerBlock(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="attention",
             **self.attention_kwargs,
-        )
-
-    def _norm(self, name):
-        return keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
         )
 
     def call(
@@ -224,7 +226,9 @@ class TransformerBlock(keras.layers.Layer):
         x = inputs + _gated(self._drop_path(attended, training), attention_gate)
         x = x if self.norm_first else self.attention_norm(x)
         y = self.mlp_norm(x) if self.norm_first else x
-        y = self.mlp_hidden_dropout_layer(self.mlp_hidden(y), training=training)  # (.., mlp_dim)
+        y = self.mlp_hidden_dropout_layer(
+            self.mlp_hidden(y), training=training
+        )  # (.., intermediate_dim)
         y = self.mlp_output(y)  # (batch, length, dim)
         y = self._drop_path(self.dropout_layer(y, training=training), training)
         x = x + _gated(y, mlp_gate)
@@ -268,7 +272,7 @@ class TransformerBlock(keras.layers.Layer):
         config.update(
             {
                 "num_heads": self.num_heads,
-                "mlp_dim": self.mlp_dim,
+                "intermediate_dim": self.intermediate_dim,
                 "key_dim": self.key_dim,
                 "dropout": self.dropout,
                 "mlp_hidden_dropout": self.mlp_hidden_dropout,
@@ -290,6 +294,11 @@ class TransformerBlock(keras.layers.Layer):
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # Configs saved before the rename name the MLP size `mlp_dim`.
+        return super().from_config(renamed_config(config, {"mlp_dim": "intermediate_dim"}))
 
 
 def _gated(branch, gate):

@@ -68,7 +68,7 @@ class AdaViT(keras.Model):
 
     Example:
 
-    >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, dim=32, depth=3)
+    >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=32, num_layers=3)
     >>> model = AdaViT(vit, target_usage=0.5)
     >>> model(np.zeros((2, 28, 28))).shape
     (2, 10)
@@ -306,7 +306,7 @@ def pretrain_vit(x, y, num_classes, epochs, *, seed=0, batch_size=128, learning_
     Example:
 
     >>> x, y = np.zeros((8, 28, 28), "float32"), np.zeros(8, "int32")
-    >>> vit = pretrain_vit(x, y, 10, epochs=1, patch_size=7, dim=16, depth=2)
+    >>> vit = pretrain_vit(x, y, 10, epochs=1, patch_size=7, hidden_dim=16, num_layers=2)
     >>> vit.output.shape
     (None, 10)
     """

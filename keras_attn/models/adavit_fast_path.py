@@ -77,7 +77,7 @@ class AdaViTFastPath(keras.Model):
 
     Example:
 
-    >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, dim=32, depth=3)
+    >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=32, num_layers=3)
     >>> model = AdaViT(vit)
     >>> _ = model(np.zeros((1, 28, 28), "float32"))  # builds the gates
     >>> result = model.fast_path().run(np.zeros((2, 28, 28), "float32"))

@@ -9,6 +9,7 @@ import keras
 from keras import ops
 
 from keras_attn.layers import PositionEmbedding, TransformerBlock
+from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.utils.validation import check_rate
 
 
@@ -110,7 +111,7 @@ def build_bert_encoder(
         inputs["head_mask"] = keras.Input(shape=(num_layers, num_heads), name="head_mask")
     padding_mask = inputs["padding_mask"]
     x = _embeddings(inputs, vocabulary_size, hidden_dim, max_sequence_length, num_segments)
-    x = _norm("embeddings_norm", layer_norm_epsilon)(x)  # (batch, length, hidden_dim)
+    x = layer_norm("embeddings_norm", layer_norm_epsilon)(x)  # (batch, length, hidden_dim)
     x = keras.layers.Dropout(dropout, name="embeddings_dropout")(x)
     hidden_states, attention_scores = [x], []
     for index in range(num_layers):
@@ -160,7 +161,3 @@ def _embeddings(inputs, vocabulary_size, hidden_dim, max_sequence_length, num_se
     )  # (batch, length, hidden_dim)
     x = keras.layers.Add(name="token_plus_segment")([tokens, segments])
     return PositionEmbedding(max_sequence_length, name="position_embedding")(x)
-
-
-def _norm(name, epsilon):
-    return keras.layers.LayerNormalization(epsilon=epsilon, name=name)

@@ -19,8 +19,8 @@ POSITIONS = ("fixed", "learned_scale")
 
 def build_bit_string_classifier(
     task="first",
-    dim=16,
-    mlp_dim=64,
+    hidden_dim=16,
+    intermediate_dim=64,
     num_layers=2,
     num_heads=1,
     logit_scale="none",
@@ -38,8 +38,8 @@ def build_bit_string_classifier(
     Args:
         task: `"first"` (CLS first, output read at position 0) or `"parity"`
             (CLS last, positional features `i / N` and `(-1)^i`).
-        dim: int, model size.
-        mlp_dim: int, feed-forward hidden size.
+        hidden_dim: int, model size.
+        intermediate_dim: int, feed-forward hidden size.
         num_layers: int, number of encoder layers.
         num_heads: int, attention heads per layer.
         logit_scale: `"none"` or `"log_length"` (log-length scaled attention).
@@ -76,24 +76,27 @@ def build_bit_string_classifier(
             f"`num_layers` must be a positive integer. Received: num_layers={num_layers!r}"
         )
     tokens = keras.Input(shape=(None,), dtype="int32", name="tokens")
-    embedded = keras.layers.Embedding(
-        3, dim, embeddings_initializer=keras.initializers.RandomNormal(stddev=1.0), name="embedding"
-    )(tokens)  # (batch, length, dim)
+    unit_normal = keras.initializers.RandomNormal(stddev=1.0)
+    embedding = keras.layers.Embedding(
+        3, hidden_dim, embeddings_initializer=unit_normal, name="embedding"
+    )
+    embedded = embedding(tokens)  # (batch, length, hidden_dim)
     if positions == "fixed":
-        encoding = BitStringFeatures(task, dim, include_tokens=False, name="positions")(tokens)
+        encoding = BitStringFeatures(task, hidden_dim, include_tokens=False, name="positions")
     else:
-        encoding = LearnedScalePositions(dim, name="positions")(tokens)  # (batch, length, dim)
+        encoding = LearnedScalePositions(hidden_dim, name="positions")
+    encoding = encoding(tokens)  # (batch, length, hidden_dim)
     x = keras.layers.Add(name="embedding_sum")([embedded, encoding])
     for index in range(num_layers):
         x = TransformerBlock(
             num_heads,
-            mlp_dim,
+            intermediate_dim,
             norm_first=False,
             layer_norm_epsilon=layer_norm_epsilon,
             activation="relu",
             attention_kwargs={"logit_scale": logit_scale},
             name=f"block_{index}",
         )(x)
-    cls = x[:, -1] if task == "parity" else x[:, 0]  # (batch, dim)
+    cls = x[:, -1] if task == "parity" else x[:, 0]  # (batch, hidden_dim)
     logits = keras.layers.Dense(1, name="output")(cls)
     return keras.Model(tokens, logits, name=name)

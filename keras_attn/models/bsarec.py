@@ -19,8 +19,8 @@ INITIALIZER = {"class_name": "RandomNormal", "config": {"stddev": 0.02}}
 def build_bsarec(
     num_items,
     max_length=50,
-    dim=64,
-    depth=2,
+    hidden_dim=64,
+    num_layers=2,
     num_heads=2,
     alpha=0.9,
     cutoff=3,
@@ -40,8 +40,8 @@ def build_bsarec(
         num_items: int, number of items; ids run from 1 to `num_items` and
             0 is padding.
         max_length: int, length of the (left-padded) input histories.
-        dim: int, hidden size.
-        depth: int, number of blocks.
+        hidden_dim: int, hidden size.
+        num_layers: int, number of blocks.
         num_heads: int, attention heads per block.
         alpha: float in `[0, 1]`, weight of the Fourier filter branch;
             `0` gives SASRec.
@@ -77,8 +77,8 @@ def build_bsarec(
     for argument, value in (
         ("num_items", num_items),
         ("max_length", max_length),
-        ("dim", dim),
-        ("depth", depth),
+        ("hidden_dim", hidden_dim),
+        ("num_layers", num_layers),
     ):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(
@@ -86,13 +86,13 @@ def build_bsarec(
             )
     item_ids = keras.Input(shape=(max_length,), dtype="int32", name="item_ids")
     items = keras.layers.ReversibleEmbedding(
-        num_items + 1, dim, embeddings_initializer=INITIALIZER, mask_zero=True, name="items"
+        num_items + 1, hidden_dim, embeddings_initializer=INITIALIZER, mask_zero=True, name="items"
     )
-    x = items(item_ids)  # (batch, max_length, dim)
+    x = items(item_ids)  # (batch, max_length, hidden_dim)
     x = PositionEmbedding(max_length, initializer=INITIALIZER, name="positions")(x)
     x = keras.layers.LayerNormalization(epsilon=1e-12, name="embedding_norm")(x)
     x = keras.layers.Dropout(dropout, seed=seed, name="embedding_dropout")(x)
-    for index in range(depth):
+    for index in range(num_layers):
         x = BSARecBlock(
             num_heads,
             alpha=alpha,
@@ -104,7 +104,7 @@ def build_bsarec(
             seed=seed,
             name=f"block_{index}",
         )(x)
-    last = x[:, -1]  # (batch, dim), the most recent position
+    last = x[:, -1]  # (batch, hidden_dim), the most recent position
     logits = items(last, reverse=True)  # (batch, num_items + 1)
     return keras.Model(item_ids, logits, name=name)
 
@@ -112,8 +112,8 @@ def build_bsarec(
 def build_sasrec(
     num_items,
     max_length=50,
-    dim=64,
-    depth=2,
+    hidden_dim=64,
+    num_layers=2,
     num_heads=2,
     dropout=0.5,
     attention_dropout=0.5,
@@ -131,8 +131,8 @@ def build_sasrec(
     Args:
         num_items: int, number of items (ids 1..num_items, 0 is padding).
         max_length: int, length of the left-padded input histories.
-        dim: int, hidden size.
-        depth: int, number of blocks.
+        hidden_dim: int, hidden size.
+        num_layers: int, number of blocks.
         num_heads: int, attention heads per block.
         dropout: float, dropout of the embeddings and branches.
         attention_dropout: float, dropout of the attention weights.
@@ -157,8 +157,8 @@ def build_sasrec(
     return build_bsarec(
         num_items,
         max_length=max_length,
-        dim=dim,
-        depth=depth,
+        hidden_dim=hidden_dim,
+        num_layers=num_layers,
         num_heads=num_heads,
         alpha=0.0,
         dropout=dropout,

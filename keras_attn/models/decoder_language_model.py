@@ -14,10 +14,10 @@ from keras_attn.layers import PositionEmbedding, TransformerBlock
 def build_decoder_language_model(
     vocabulary_size,
     max_length,
-    dim=128,
-    depth=4,
+    hidden_dim=128,
+    num_layers=4,
     num_heads=4,
-    mlp_dim=512,
+    intermediate_dim=512,
     dropout=0.0,
     activation="relu",
     name="decoder_language_model",
@@ -30,11 +30,11 @@ def build_decoder_language_model(
     Args:
         vocabulary_size: int, number of token ids (including padding 0).
         max_length: int, longest input sequence.
-        dim: int, model width.
-        depth: int, number of transformer blocks.
+        hidden_dim: int, model width.
+        num_layers: int, number of transformer blocks.
         num_heads: int, attention heads per block.
-        mlp_dim: int, hidden size of each feed-forward layer (the number of
-            key-value memories per layer).
+        intermediate_dim: int, hidden size of each feed-forward layer (the
+            number of key-value memories per layer).
         dropout: float, dropout in the blocks.
         activation: activation of the feed-forward hidden layer.
         name: model name.
@@ -44,11 +44,13 @@ def build_decoder_language_model(
         `(batch, length, vocabulary_size)` next-token logits. Its blocks are
         the layers named `block_0`, `block_1`, ..., the final norm is
         `final_norm` and the output embedding is the Dense layer
-        `output_embedding` (kernel `(dim, vocabulary_size)`).
+        `output_embedding` (kernel `(hidden_dim, vocabulary_size)`).
 
     Example:
 
-    >>> model = build_decoder_language_model(50, 8, dim=16, depth=2, num_heads=2, mlp_dim=32)
+    >>> model = build_decoder_language_model(
+    ...     50, 8, hidden_dim=16, num_layers=2, num_heads=2, intermediate_dim=32
+    ... )
     >>> model(np.ones((2, 8), "int32")).shape
     (2, 8, 50)
 
@@ -59,21 +61,21 @@ def build_decoder_language_model(
     for argument, value in (
         ("vocabulary_size", vocabulary_size),
         ("max_length", max_length),
-        ("depth", depth),
+        ("num_layers", num_layers),
     ):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(
                 f"`{argument}` must be a positive integer. Received: {argument}={value!r}"
             )
     tokens = keras.Input(shape=(None,), dtype="int32", name="tokens")
-    x = keras.layers.Embedding(vocabulary_size, dim, mask_zero=True, name="token_embedding")(
+    x = keras.layers.Embedding(vocabulary_size, hidden_dim, mask_zero=True, name="token_embedding")(
         tokens
-    )  # (batch, length, dim)
+    )  # (batch, length, hidden_dim)
     x = PositionEmbedding(max_length, name="position_embedding")(x)
-    for index in range(depth):
+    for index in range(num_layers):
         x = TransformerBlock(
             num_heads,
-            mlp_dim,
+            intermediate_dim,
             dropout=dropout,
             activation=activation,
             attention_kwargs={"attention_pattern": "causal"},

@@ -78,7 +78,7 @@ def build_exact_parity_transformer(
         2,
         layer_norm,
         epsilon,
-        mlp_dims=(3, 2 * half if layer_norm else 3),
+        intermediate_dims=(3, 2 * half if layer_norm else 3),
         name=name,
     )
     mirror = _Mirror(half, layer_norm)
@@ -169,7 +169,7 @@ def build_exact_first_transformer(
         1,
         layer_norm,
         epsilon,
-        mlp_dims=(1, 2 * half if layer_norm else 1),
+        intermediate_dims=(1, 2 * half if layer_norm else 1),
         name=name,
     )
     mirror = _Mirror(half, layer_norm)
@@ -238,11 +238,11 @@ def _check_arguments(epsilon, output_scale):
         raise ValueError(f"`output_scale` must be positive. Received: output_scale={output_scale}")
 
 
-def _build_two_layer_model(task, half, num_heads, layer_norm, epsilon, mlp_dims, name):
+def _build_two_layer_model(task, half, num_heads, layer_norm, epsilon, intermediate_dims, name):
     dim = 2 * half if layer_norm else half
     tokens = keras.Input(shape=(None,), dtype="int32", name="tokens")
     x = BitStringFeatures(task, half, mirrored=layer_norm, name="features")(tokens)
-    for index, mlp_dim in enumerate(mlp_dims, start=1):
+    for index, intermediate_dim in enumerate(intermediate_dims, start=1):
         attended = MultiHeadSelfAttention(
             num_heads,
             dim // num_heads,
@@ -252,7 +252,10 @@ def _build_two_layer_model(task, half, num_heads, layer_norm, epsilon, mlp_dims,
         )(x)
         x = _residual(x, attended, layer_norm, epsilon, f"layer_{index}_attention")
         hidden = keras.layers.Dense(
-            mlp_dim, activation="relu", kernel_initializer="zeros", name=f"layer_{index}_mlp_hidden"
+            intermediate_dim,
+            activation="relu",
+            kernel_initializer="zeros",
+            name=f"layer_{index}_mlp_hidden",
         )(x)
         mlp = keras.layers.Dense(dim, kernel_initializer="zeros", name=f"layer_{index}_mlp_output")(
             hidden

@@ -18,10 +18,10 @@ ATTENTIONS = ("full", "logsparse")
 def build_logsparse_forecaster(
     max_length,
     covariate_vocab_sizes=None,
-    dim=32,
+    hidden_dim=32,
     num_heads=4,
-    num_blocks=3,
-    mlp_dim=None,
+    num_layers=3,
+    intermediate_dim=None,
     attention="logsparse",
     variant="local",
     local_window=8,
@@ -37,7 +37,7 @@ def build_logsparse_forecaster(
     covariates of step `t` (for example hour of day and day of week), and
     outputs the mean and standard deviation of `z[t]`. Inputs are embedded
     as `Dense(z[t-1]) + sum_i Embedding_i(covariate_i[t]) + position`
-    (learned positions), followed by `num_blocks` pre-norm
+    (learned positions), followed by `num_layers` pre-norm
     `TransformerBlock`s (causal self-attention, then a GELU MLP, each with a
     residual), a layer norm and a `GaussianHead`. Every attention layer is causal, so the model
     trains on all steps of a window at once with
@@ -51,10 +51,10 @@ def build_logsparse_forecaster(
         covariate_vocab_sizes: dict `name -> number of values` of the
             integer covariates; each becomes an input named `name`. Defaults
             to `{"hour_of_day": 24, "day_of_week": 7}`.
-        dim: int, model width.
-        num_heads: int, attention heads; `dim` must be divisible by it.
-        num_blocks: int, number of transformer blocks.
-        mlp_dim: int, MLP hidden size. Defaults to `4 * dim`.
+        hidden_dim: int, model width.
+        num_heads: int, attention heads; `hidden_dim` must be divisible by it.
+        num_layers: int, number of transformer blocks.
+        intermediate_dim: int, MLP hidden size. Defaults to `4 * hidden_dim`.
         attention: `"full"` (causal attention over the whole past) or
             `"logsparse"` (`LogSparseAttention`).
         variant: LogSparse variant, `"pure"`, `"local"` or `"restart"`.
@@ -75,7 +75,7 @@ def build_logsparse_forecaster(
 
     Example:
 
-    >>> model = build_logsparse_forecaster(max_length=48, dim=16, num_blocks=1)
+    >>> model = build_logsparse_forecaster(max_length=48, hidden_dim=16, num_layers=1)
     >>> inputs = {"lagged_target": np.zeros((2, 48, 1)),
     ...           "hour_of_day": np.zeros((2, 48), "int32"),
     ...           "day_of_week": np.zeros((2, 48), "int32")}
@@ -89,9 +89,10 @@ def build_logsparse_forecaster(
         raise ValueError(
             f"`attention` must be one of {ATTENTIONS}. Received: attention={attention!r}"
         )
-    if dim % num_heads:
+    if hidden_dim % num_heads:
         raise ValueError(
-            f"`dim` must be divisible by `num_heads={num_heads}`. Received: dim={dim!r}"
+            f"`hidden_dim` must be divisible by `num_heads={num_heads}`. "
+            f"Received: hidden_dim={hidden_dim!r}"
         )
     if covariate_vocab_sizes is None:
         covariate_vocab_sizes = {"hour_of_day": 24, "day_of_week": 7}
@@ -99,16 +100,18 @@ def build_logsparse_forecaster(
     covariates = {
         key: keras.Input(shape=(None,), dtype="int32", name=key) for key in covariate_vocab_sizes
     }
-    x = keras.layers.Dense(dim, name="target_embedding")(lagged)  # (batch, length, dim)
+    target_embedding = keras.layers.Dense(hidden_dim, name="target_embedding")
+    x = target_embedding(lagged)  # (batch, length, hidden_dim)
     for key, size in covariate_vocab_sizes.items():
-        embedded = keras.layers.Embedding(size, dim, name=f"{key}_embedding")(covariates[key])
+        embedding = keras.layers.Embedding(size, hidden_dim, name=f"{key}_embedding")
+        embedded = embedding(covariates[key])  # (batch, length, hidden_dim)
         x = keras.layers.Add(name=f"add_{key}")([x, embedded])
     x = PositionEmbedding(max_length, name="position_embedding")(x)
     x = keras.layers.Dropout(dropout)(x)
-    for index in range(num_blocks):
+    for index in range(num_layers):
         attention_layer = _attention_layer(
             attention,
-            dim // num_heads,
+            hidden_dim // num_heads,
             num_heads=num_heads,
             variant=variant,
             local_window=local_window,
@@ -116,7 +119,7 @@ def build_logsparse_forecaster(
             kernel_size=kernel_size,
         )
         x = TransformerBlock(
-            mlp_dim=mlp_dim or 4 * dim,
+            intermediate_dim=intermediate_dim or 4 * hidden_dim,
             dropout=dropout,
             attention=attention_layer,
             name=f"block_{index}",

@@ -25,28 +25,28 @@ from keras_attn.models.vision_transformer import drop_path_rates, variant_sizes
 from keras_attn.utils.validation import check_choice, check_int
 
 
-def _variant(embed_dim, depth, num_heads, mlp_ratio, token_layer):
+def _variant(hidden_dim, num_layers, num_heads, intermediate_dim, token_layer):
     return {
-        "embed_dim": embed_dim,
-        "depth": depth,
+        "hidden_dim": hidden_dim,
+        "num_layers": num_layers,
         "num_heads": num_heads,
-        "mlp_ratio": mlp_ratio,
+        "intermediate_dim": intermediate_dim,
         "token_layer": token_layer,
     }
 
 
 T2T_VIT_VARIANTS = {
-    "t2t_vit_7": _variant(256, 7, 4, 2.0, "performer"),
-    "t2t_vit_10": _variant(256, 10, 4, 2.0, "performer"),
-    "t2t_vit_12": _variant(256, 12, 4, 2.0, "performer"),
-    "t2t_vit_14": _variant(384, 14, 6, 3.0, "performer"),
-    "t2t_vit_19": _variant(448, 19, 7, 3.0, "performer"),
-    "t2t_vit_24": _variant(512, 24, 8, 3.0, "performer"),
-    "t2t_vit_t_14": _variant(384, 14, 6, 3.0, "transformer"),
-    "t2t_vit_t_19": _variant(448, 19, 7, 3.0, "transformer"),
-    "t2t_vit_t_24": _variant(512, 24, 8, 3.0, "transformer"),
+    "t2t_vit_7": _variant(256, 7, 4, 512, "performer"),
+    "t2t_vit_10": _variant(256, 10, 4, 512, "performer"),
+    "t2t_vit_12": _variant(256, 12, 4, 512, "performer"),
+    "t2t_vit_14": _variant(384, 14, 6, 1152, "performer"),
+    "t2t_vit_19": _variant(448, 19, 7, 1344, "performer"),
+    "t2t_vit_24": _variant(512, 24, 8, 1536, "performer"),
+    "t2t_vit_t_14": _variant(384, 14, 6, 1152, "transformer"),
+    "t2t_vit_t_19": _variant(448, 19, 7, 1344, "transformer"),
+    "t2t_vit_t_24": _variant(512, 24, 8, 1536, "transformer"),
 }
-"""Backbone sizes and T2T token layer of each paper variant (Yuan et al., Table 1)."""
+"""Backbone sizes (hidden, MLP) and T2T token layer of each paper variant (Yuan et al., Table 1)."""
 
 # Layer norms of the official code use PyTorch's default epsilon.
 LAYER_NORM_EPSILON = 1e-5
@@ -57,10 +57,10 @@ def build_t2t_vit(
     image_shape=(224, 224, 3),
     num_classes=1000,
     variant="t2t_vit_7",
-    embed_dim=None,
-    depth=None,
+    hidden_dim=None,
+    num_layers=None,
     num_heads=None,
-    mlp_ratio=None,
+    intermediate_dim=None,
     token_layer=None,
     token_dim=64,
     kernel_sizes=(7, 3, 3),
@@ -77,10 +77,11 @@ def build_t2t_vit(
     """Builds a T2T-ViT classifier as a functional Keras model.
 
     `variant` picks the backbone of a paper model (see `T2T_VIT_VARIANTS`);
-    any of `embed_dim`, `depth`, `num_heads`, `mlp_ratio` and `token_layer`
-    overrides it, which also allows custom sizes (`variant=None` then needs
-    all four sizes). The soft-split settings default to the paper's (kernel
-    7/3/3, stride 4/2/2, padding 2/1/1: 196 tokens at 224 pixels).
+    any of `hidden_dim`, `num_layers`, `num_heads`, `intermediate_dim` and
+    `token_layer` overrides it, which also allows custom sizes
+    (`variant=None` then needs all four sizes). The soft-split settings
+    default to the paper's (kernel 7/3/3, stride 4/2/2, padding 2/1/1: 196
+    tokens at 224 pixels).
 
     `tokenizer="patches"` replaces the T2T module by a `PatchEmbedding`
     (non-overlapping `patch_size` patches, one linear projection) and keeps
@@ -95,10 +96,11 @@ def build_t2t_vit(
         image_shape: `(height, width)` or `(height, width, channels)`.
         num_classes: int, size of the softmax output.
         variant: a key of `T2T_VIT_VARIANTS`, or `None`.
-        embed_dim: int, token size of the backbone.
-        depth: int, number of transformer blocks.
+        hidden_dim: int, token size of the backbone (its width).
+        num_layers: int, number of transformer blocks.
         num_heads: int, attention heads per block.
-        mlp_ratio: float, MLP hidden size as a multiple of `embed_dim`.
+        intermediate_dim: int, hidden size of the blocks' MLPs (the
+            paper's "MLP size").
         token_layer: `"performer"` or `"transformer"`, the token layers of
             the T2T module. Defaults to the variant's (`"transformer"` for
             the `t2t_vit_t_*` variants), `"performer"` without a variant.
@@ -131,17 +133,19 @@ def build_t2t_vit(
 
     Example:
 
-    >>> model = build_t2t_vit((28, 28), 10, variant=None, embed_dim=32, depth=2,
-    ...     num_heads=2, mlp_ratio=2.0, token_dim=16, kernel_sizes=(3, 3, 3),
+    >>> model = build_t2t_vit((28, 28), 10, variant=None, hidden_dim=32, num_layers=2,
+    ...     num_heads=2, intermediate_dim=64, token_dim=16, kernel_sizes=(3, 3, 3),
     ...     strides=(2, 2, 1), paddings=(1, 1, 1))
     >>> model(np.zeros((2, 28, 28))).shape
     (2, 10)
-    >>> patches = build_t2t_vit((28, 28), 10, variant=None, embed_dim=32, depth=2,
-    ...     num_heads=2, mlp_ratio=2.0, tokenizer="patches", patch_size=4)
+    >>> patches = build_t2t_vit((28, 28), 10, variant=None, hidden_dim=32, num_layers=2,
+    ...     num_heads=2, intermediate_dim=64, tokenizer="patches", patch_size=4)
     >>> patches.get_layer("position_embedding").output.shape
     (None, 50, 32)
     """
-    sizes = _resolve_sizes(variant, embed_dim, depth, num_heads, mlp_ratio, token_layer)
+    sizes = _resolve_sizes(
+        variant, hidden_dim, num_layers, num_heads, intermediate_dim, token_layer
+    )
     if not isinstance(num_classes, int) or num_classes < 1:
         raise ValueError(
             f"`num_classes` must be a positive integer. Received: num_classes={num_classes!r}"
@@ -150,16 +154,16 @@ def build_t2t_vit(
     tokens = _tokenizer(
         tokenizer, patch_size, sizes, token_dim, kernel_sizes, strides, paddings, seed
     )
-    x = tokens(images)  # (batch, tokens, embed_dim)
+    x = tokens(images)  # (batch, tokens, hidden_dim)
     x = ClassToken(keras.initializers.TruncatedNormal(stddev=0.02), name="class_token")(x)
-    x = SinCosPositionEmbedding1D(name="position_embedding")(x)  # (batch, 1 + tokens, embed_dim)
+    x = SinCosPositionEmbedding1D(name="position_embedding")(x)  # (batch, 1 + tokens, hidden_dim)
     attention_kwargs = {"use_bias": False, "output_use_bias": True}
     if qk_scale is not None:
         attention_kwargs["qk_scale"] = qk_scale  # validated by the attention core
-    for index, rate in enumerate(drop_path_rates(drop_path_rate, sizes["depth"])):
+    for index, rate in enumerate(drop_path_rates(drop_path_rate, sizes["num_layers"])):
         x = TransformerBlock(
             sizes["num_heads"],
-            int(sizes["embed_dim"] * sizes["mlp_ratio"]),
+            sizes["intermediate_dim"],
             dropout=dropout,
             layer_norm_epsilon=LAYER_NORM_EPSILON,
             attention_kwargs=attention_kwargs,
@@ -179,7 +183,7 @@ def _tokenizer(tokenizer, patch_size, sizes, token_dim, kernel_sizes, strides, p
     if tokenizer == "patches":
         patch_size = math.prod(strides) if patch_size is None else patch_size
         return PatchEmbedding(
-            check_int("patch_size", patch_size), sizes["embed_dim"], name="patch_embedding"
+            check_int("patch_size", patch_size), sizes["hidden_dim"], name="patch_embedding"
         )
     if patch_size is not None:
         raise ValueError(
@@ -187,7 +191,7 @@ def _tokenizer(tokenizer, patch_size, sizes, token_dim, kernel_sizes, strides, p
             f"Received: patch_size={patch_size!r} with tokenizer='t2t'"
         )
     return T2TModule(
-        sizes["embed_dim"],
+        sizes["hidden_dim"],
         token_layer=sizes["token_layer"],
         token_dim=token_dim,
         kernel_sizes=kernel_sizes,
@@ -198,23 +202,19 @@ def _tokenizer(tokenizer, patch_size, sizes, token_dim, kernel_sizes, strides, p
     )
 
 
-def _resolve_sizes(variant, embed_dim, depth, num_heads, mlp_ratio, token_layer):
+def _resolve_sizes(variant, hidden_dim, num_layers, num_heads, intermediate_dim, token_layer):
     sizes = variant_sizes(
         T2T_VIT_VARIANTS,
         variant,
-        embed_dim=embed_dim,
-        depth=depth,
+        hidden_dim=hidden_dim,
+        num_layers=num_layers,
         num_heads=num_heads,
-        mlp_ratio=mlp_ratio,
+        intermediate_dim=intermediate_dim,
         token_layer=token_layer,
     )
-    for key in ("embed_dim", "depth", "num_heads"):
+    for key in ("hidden_dim", "num_layers", "num_heads", "intermediate_dim"):
         value = sizes.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"`{key}` must be a positive integer. Received: {key}={value!r}")
-    if not sizes.get("mlp_ratio", 0) > 0:
-        raise ValueError(
-            f"`mlp_ratio` must be positive. Received: mlp_ratio={sizes.get('mlp_ratio')!r}"
-        )
     sizes.setdefault("token_layer", "performer")
     return sizes

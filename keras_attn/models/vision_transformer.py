@@ -19,13 +19,14 @@ from keras_attn.utils.validation import check_rate
 
 POSITION_EMBEDDINGS = ("learned", "sincos")
 VIT_VARIANTS = {
-    "vit_tiny": {"dim": 192, "depth": 12, "num_heads": 3, "mlp_ratio": 4.0},
-    "vit_small": {"dim": 384, "depth": 12, "num_heads": 6, "mlp_ratio": 4.0},
-    "vit_base": {"dim": 768, "depth": 12, "num_heads": 12, "mlp_ratio": 4.0},
+    "vit_tiny": {"hidden_dim": 192, "num_layers": 12, "num_heads": 3, "intermediate_dim": 768},
+    "vit_small": {"hidden_dim": 384, "num_layers": 12, "num_heads": 6, "intermediate_dim": 1536},
+    "vit_base": {"hidden_dim": 768, "num_layers": 12, "num_heads": 12, "intermediate_dim": 3072},
 }
 """Sizes of the standard models ViT-Ti, ViT-S and ViT-B (Dosovitskiy et al.; Touvron et al.)."""
-# The sizes of `variant=None`: a small ViT for images of about 32 pixels.
-DEFAULT_SIZES = {"dim": 64, "depth": 4, "num_heads": 4, "mlp_ratio": 2.0}
+# The sizes of `variant=None`: a small ViT for images of about 32 pixels,
+# whose MLP is twice its width (`intermediate_dim` defaults to `2 * hidden_dim`).
+DEFAULT_SIZES = {"hidden_dim": 64, "num_layers": 4, "num_heads": 4}
 
 
 def variant_sizes(variants, variant, **given):
@@ -43,8 +44,8 @@ def variant_sizes(variants, variant, **given):
 
     Example:
 
-    >>> variant_sizes(VIT_VARIANTS, "vit_small", depth=6, dim=None)
-    {'dim': 384, 'depth': 6, 'num_heads': 6, 'mlp_ratio': 4.0}
+    >>> variant_sizes(VIT_VARIANTS, "vit_small", num_layers=6, hidden_dim=None)
+    {'hidden_dim': 384, 'num_layers': 6, 'num_heads': 6, 'intermediate_dim': 1536}
     """
     if variant is not None and variant not in variants:
         raise ValueError(
@@ -55,19 +56,19 @@ def variant_sizes(variants, variant, **given):
     return sizes
 
 
-def drop_path_rates(drop_path_rate, depth):
+def drop_path_rates(drop_path_rate, num_layers):
     """Per-block drop-path rates rising linearly from 0 to `drop_path_rate`.
 
     The stochastic-depth schedule of the official ViT-family code (and timm):
-    block `i` of `depth` gets `drop_path_rate * i / (depth - 1)`, so the
+    block `i` of `num_layers` gets `drop_path_rate * i / (num_layers - 1)`, so the
     first block is never dropped and the last at the full rate.
 
     Args:
         drop_path_rate: float in `[0, 1)`, the rate of the last block.
-        depth: int, number of blocks.
+        num_layers: int, number of blocks.
 
     Returns:
-        A list of `depth` floats.
+        A list of `num_layers` floats.
 
     Example:
 
@@ -75,9 +76,9 @@ def drop_path_rates(drop_path_rate, depth):
     [0.0, 0.05, 0.1]
     """
     drop_path_rate = check_rate("drop_path_rate", drop_path_rate)
-    if depth == 1:
+    if num_layers == 1:
         return [0.0]
-    return [drop_path_rate * index / (depth - 1) for index in range(depth)]
+    return [drop_path_rate * index / (num_layers - 1) for index in range(num_layers)]
 
 
 def build_vision_transformer(
@@ -85,10 +86,10 @@ def build_vision_transformer(
     num_classes,
     variant=None,
     patch_size=4,
-    dim=None,
-    depth=None,
+    hidden_dim=None,
+    num_layers=None,
     num_heads=None,
-    mlp_ratio=None,
+    intermediate_dim=None,
     dropout=0.0,
     position_embedding="learned",
     drop_path_rate=0.0,
@@ -97,21 +98,24 @@ def build_vision_transformer(
     """Builds a ViT classifier as a functional Keras model.
 
     `variant` picks the sizes of a standard model (see `VIT_VARIANTS`:
-    `"vit_tiny"`, `"vit_small"`, `"vit_base"`); any of `dim`, `depth`,
-    `num_heads` and `mlp_ratio` overrides them. Without a variant the sizes
-    default to a small ViT (`dim=64`, `depth=4`, `num_heads=4`,
-    `mlp_ratio=2`). The patch size is not part of a variant: ViT-S/16 is
-    `variant="vit_small", patch_size=16`.
+    `"vit_tiny"`, `"vit_small"`, `"vit_base"`); any of `hidden_dim`,
+    `num_layers`, `num_heads` and `intermediate_dim` overrides them. Without
+    a variant the sizes default to a small ViT (`hidden_dim=64`,
+    `num_layers=4`, `num_heads=4`, `intermediate_dim=2 * hidden_dim`). The
+    patch size is not part of a variant: ViT-S/16 is `variant="vit_small",
+    patch_size=16`.
 
     Args:
         image_shape: `(height, width)` or `(height, width, channels)`.
         num_classes: int, size of the softmax output.
         variant: a key of `VIT_VARIANTS`, or `None`.
         patch_size: int, side of the square patches.
-        dim: int, token size.
-        depth: int, number of transformer blocks.
+        hidden_dim: int, token size (the model width).
+        num_layers: int, number of transformer blocks.
         num_heads: int, attention heads per block.
-        mlp_ratio: float, MLP hidden size as a multiple of `dim`.
+        intermediate_dim: int, hidden size of the blocks' MLPs. Defaults to
+            the variant's (four times its `hidden_dim`), or to
+            `2 * hidden_dim` without a variant.
         dropout: float, dropout in the blocks.
         position_embedding: `"learned"` or `"sincos"` (fixed 2D).
         drop_path_rate: float in `[0, 1)`, stochastic depth of the last
@@ -125,7 +129,7 @@ def build_vision_transformer(
 
     Example:
 
-    >>> model = build_vision_transformer((28, 28), 10, patch_size=7, dim=32, depth=2)
+    >>> model = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=32, num_layers=2)
     >>> model(np.zeros((2, 28, 28))).shape
     (2, 10)
     >>> vit_ti16 = build_vision_transformer((224, 224, 3), 1000, "vit_tiny", patch_size=16)
@@ -139,32 +143,39 @@ def build_vision_transformer(
     sizes = {
         **DEFAULT_SIZES,
         **variant_sizes(
-            VIT_VARIANTS, variant, dim=dim, depth=depth, num_heads=num_heads, mlp_ratio=mlp_ratio
+            VIT_VARIANTS,
+            variant,
+            hidden_dim=hidden_dim,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
         ),
     }
-    dim, depth = sizes["dim"], sizes["depth"]
+    hidden_dim, num_layers = sizes["hidden_dim"], sizes["num_layers"]
+    intermediate_dim = sizes.get("intermediate_dim", 2 * hidden_dim)
     if position_embedding not in POSITION_EMBEDDINGS:
         raise ValueError(
             f"`position_embedding` must be one of {POSITION_EMBEDDINGS}. "
             f"Received: position_embedding={position_embedding!r}"
         )
-    for argument, value in (("depth", depth), ("num_classes", num_classes)):
+    for argument, value in (("num_layers", num_layers), ("num_classes", num_classes)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(
                 f"`{argument}` must be a positive integer. Received: {argument}={value!r}"
             )
     images = keras.Input(shape=tuple(image_shape), name="images")
-    x = PatchEmbedding(patch_size, dim, name="patch_embedding")(images)  # (batch, patches, dim)
-    x = ClassToken(name="class_token")(x)  # (batch, 1 + patches, dim)
+    patches = PatchEmbedding(patch_size, hidden_dim, name="patch_embedding")
+    x = patches(images)  # (batch, patches, hidden_dim)
+    x = ClassToken(name="class_token")(x)  # (batch, 1 + patches, hidden_dim)
     grid = (image_shape[0] // patch_size, image_shape[1] // patch_size)
     if position_embedding == "learned":
         x = PositionEmbedding(1 + grid[0] * grid[1], name="position_embedding")(x)
     else:
         x = SinCosPositionEmbedding2D(grid, num_prefix_tokens=1, name="position_embedding")(x)
-    for index, rate in enumerate(drop_path_rates(drop_path_rate, depth)):
+    for index, rate in enumerate(drop_path_rates(drop_path_rate, num_layers)):
         x = TransformerBlock(
             sizes["num_heads"],
-            int(dim * sizes["mlp_ratio"]),
+            intermediate_dim,
             dropout=dropout,
             drop_path_rate=rate,
             name=f"block_{index}",

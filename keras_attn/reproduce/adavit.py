@@ -18,7 +18,7 @@ from keras_attn.utils import batch_latency_ms
 NAME = "adavit"
 HELP = "AdaViT on Fashion-MNIST: accuracy vs MACs and fast-path latency at several γ."
 
-MODEL = {"patch_size": 4, "dim": 32, "depth": 5, "num_heads": 4, "mlp_ratio": 2.0}
+MODEL = {"patch_size": 4, "hidden_dim": 32, "num_layers": 5, "num_heads": 4, "intermediate_dim": 64}
 SETTINGS = {
     "small": {
         "train": 512,

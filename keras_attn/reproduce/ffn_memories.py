@@ -32,14 +32,14 @@ HELP = "Key-value memories in the feed-forward layers of a word-level LM on Jane
 
 PAD, UNKNOWN = 0, 1
 SETTINGS = {
-    # Vocabulary size, sentence length, model width / depth / heads / FFN size, epochs,
-    # sentences used (None: all) and sentences analysed.
-    "small": dict(vocabulary=2000, length=16, dim=32, depth=2, heads=2, mlp=128, epochs=1,
-                  sentences=1500, analysed=600),
-    "fast": dict(vocabulary=5000, length=24, dim=64, depth=4, heads=4, mlp=256, epochs=2,
-                 sentences=12000, analysed=4000),
-    "full": dict(vocabulary=8000, length=24, dim=128, depth=6, heads=4, mlp=1024, epochs=4,
-                 sentences=None, analysed=10000),
+    # Vocabulary size, sentence length, model width / blocks / heads / FFN size,
+    # epochs, sentences used (None: all) and sentences analysed.
+    "small": dict(vocabulary=2000, length=16, hidden_dim=32, num_layers=2, num_heads=2,
+                  intermediate_dim=128, epochs=1, sentences=1500, analysed=600),
+    "fast": dict(vocabulary=5000, length=24, hidden_dim=64, num_layers=4, num_heads=4,
+                 intermediate_dim=256, epochs=2, sentences=12000, analysed=4000),
+    "full": dict(vocabulary=8000, length=24, hidden_dim=128, num_layers=6, num_heads=4,
+                 intermediate_dim=1024, epochs=4, sentences=None, analysed=10000),
 }  # fmt: skip
 
 
@@ -112,10 +112,10 @@ def _train(inputs, next_tokens, config):
     model = build_decoder_language_model(
         config["vocabulary"],
         config["length"],
-        dim=config["dim"],
-        depth=config["depth"],
-        num_heads=config["heads"],
-        mlp_dim=config["mlp"],
+        hidden_dim=config["hidden_dim"],
+        num_layers=config["num_layers"],
+        num_heads=config["num_heads"],
+        intermediate_dim=config["intermediate_dim"],
     )
     model.compile(
         keras.optimizers.Adam(1e-3),
@@ -138,7 +138,7 @@ def _perplexity(model, inputs, next_tokens):
 def _analyse(model, inputs, next_tokens, top_k):
     final_norm = model.get_layer("final_norm")
     output = model.get_layer("output_embedding")
-    embedding = keras.ops.convert_to_numpy(output.kernel)  # (dim, vocabulary)
+    embedding = keras.ops.convert_to_numpy(output.kernel)  # (hidden_dim, vocabulary)
     bias = keras.ops.convert_to_numpy(output.bias)
 
     def readout(hidden):

@@ -56,8 +56,9 @@ SETTINGS = {
         "test_size": 256,
         "evaluations": 3,
         "seeds": 2,
-        "dim": 32,
-        "depth": 2,
+        "hidden_dim": 32,
+        "num_layers": 2,
+        "intermediate_dim": 64,
         "position_embeddings": ("learned",),
     },
     # The default CLI setting: a quick look, a few minutes on 2 idle cores.
@@ -67,8 +68,9 @@ SETTINGS = {
         "test_size": 2000,
         "evaluations": 8,
         "seeds": 3,
-        "dim": 64,
-        "depth": 4,
+        "hidden_dim": 64,
+        "num_layers": 4,
+        "intermediate_dim": 128,
         "position_embeddings": POSITION_EMBEDDINGS,
     },
     # `--full`: 8,000 images for 500 steps (8 epochs, where the default
@@ -80,12 +82,13 @@ SETTINGS = {
         "test_size": 10000,
         "evaluations": 10,
         "seeds": 3,
-        "dim": 64,
-        "depth": 4,
+        "hidden_dim": 64,
+        "num_layers": 4,
+        "intermediate_dim": 128,
         "position_embeddings": POSITION_EMBEDDINGS,
     },
 }
-MODEL = {"patch_size": 4, "num_heads": 4, "mlp_ratio": 2.0}
+MODEL = {"patch_size": 4, "num_heads": 4}
 BATCH_SIZE = 128
 AUGMENTATION = LIGHT_AUGMENTATION
 OPTIMIZER = WARMUP_COSINE_ADAMW
@@ -201,8 +204,9 @@ def build_model(chosen, position_embedding, image_shape=(28, 28)):
     return build_vision_transformer(
         image_shape,
         10,
-        dim=chosen["dim"],
-        depth=chosen["depth"],
+        hidden_dim=chosen["hidden_dim"],
+        num_layers=chosen["num_layers"],
+        intermediate_dim=chosen["intermediate_dim"],
         position_embedding=position_embedding,
         **MODEL,
     )

@@ -12,13 +12,13 @@ augmentation (shifts of up to 2 pixels, left-right flips):
    3/3/3, strides 2/2/1, padding 1, token size 16, Performer token layers:
    28 -> 14 -> 7 -> 7, so 49 tokens) against `build_t2t_vit(tokenizer=
    "patches", patch_size=4)` (49 tokens). Both have the same backbone (width
-   64, 4 blocks of 4 heads, MLP ratio 2, no query/key/value bias, frozen 1D
-   sinusoidal positions), and for each seed the same initial backbone
-   weights: only the tokenizer differs.
+   64, 4 blocks of 4 heads, MLPs twice as wide, no query/key/value bias,
+   frozen 1D sinusoidal positions), and for each seed the same initial
+   backbone weights: only the tokenizer differs.
 2. Depth against width at equal size: a deep-narrow T2T-ViT (width 48, 15
    blocks of 3 heads) against a shallow-wide one (width 128, 2 blocks of 8
-   heads), both with heads of size 16, MLP ratio 2 and the T2T module above:
-   301,932 against 300,524 parameters (0.5% apart).
+   heads), both with heads of size 16, MLPs twice as wide and the T2T
+   module above: 301,932 against 300,524 parameters (0.5% apart).
 
 Every model trains for the same number of optimizer steps with paired seeds:
 seed s fixes the batches and their augmentation, identical for all four
@@ -61,19 +61,38 @@ SOFT_SPLITS = {
     "strides": (2, 2, 1),
     "paddings": (1, 1, 1),
 }
-MLP_RATIO = 2.0
+# Every backbone's MLP is twice its width.
 MODELS = {
-    "t2t": {"tokenizer": "t2t", "embed_dim": 64, "depth": 4, "num_heads": 4},
+    "t2t": {
+        "tokenizer": "t2t",
+        "hidden_dim": 64,
+        "num_layers": 4,
+        "num_heads": 4,
+        "intermediate_dim": 128,
+    },
     "patches": {
         "tokenizer": "patches",
         "patch_size": 4,
-        "embed_dim": 64,
-        "depth": 4,
+        "hidden_dim": 64,
+        "num_layers": 4,
         "num_heads": 4,
+        "intermediate_dim": 128,
     },
     # Equal parameter counts (within 1%), heads of size 16 in both.
-    "deep_narrow": {"tokenizer": "t2t", "embed_dim": 48, "depth": 15, "num_heads": 3},
-    "shallow_wide": {"tokenizer": "t2t", "embed_dim": 128, "depth": 2, "num_heads": 8},
+    "deep_narrow": {
+        "tokenizer": "t2t",
+        "hidden_dim": 48,
+        "num_layers": 15,
+        "num_heads": 3,
+        "intermediate_dim": 96,
+    },
+    "shallow_wide": {
+        "tokenizer": "t2t",
+        "hidden_dim": 128,
+        "num_layers": 2,
+        "num_heads": 8,
+        "intermediate_dim": 256,
+    },
 }
 # Each comparison: (model, baseline); its paired difference is model − baseline.
 COMPARISONS = {
@@ -240,7 +259,6 @@ def build_model(name, seed=None):
         (28, 28),
         10,
         variant=None,
-        mlp_ratio=MLP_RATIO,
         seed=seed,
         name=name,
         **soft_splits,

@@ -65,11 +65,11 @@ class AdaViTNumpyReference:
         first = self.blocks[0]
         self.tokens = model.stem.output.shape[1]
         self.shape = {
-            "dim": first["query"].shape[0],
+            "hidden_dim": first["query"].shape[0],
             "heads": first["query"].shape[1],
             "key_dim": first["query"].shape[2],
             "value_dim": first["value"].shape[2],
-            "mlp_dim": first["mlp_hidden"].shape[1],
+            "intermediate_dim": first["mlp_hidden"].shape[1],
         }
 
     def predict(self, images, decisions=None):

@@ -137,17 +137,19 @@ def _layer_norm_of(norm, x):
     return layer_norm(x, _numpy(norm.gamma), _numpy(norm.beta), norm.epsilon)
 
 
-def attention_num_params(dim, num_heads, key_dim, output_dim=None, kernel_size=1, use_bias=True):
+def attention_num_params(
+    hidden_dim, num_heads, key_dim, output_dim=None, kernel_size=1, use_bias=True
+):
     """Scalars in a `MultiHeadSelfAttention` (or convolutional) layer's weights.
 
-    Query and key kernels `(kernel_size, dim, heads, key_dim)`, value kernel
-    `(dim, heads, key_dim)`, output kernel `(heads, key_dim, output_dim)`,
+    Query and key kernels `(kernel_size, hidden_dim, heads, key_dim)`, value kernel
+    `(hidden_dim, heads, key_dim)`, output kernel `(heads, key_dim, output_dim)`,
     each with a bias of its output shape when `use_bias`.
     """
-    output_dim = output_dim or dim
+    output_dim = output_dim or hidden_dim
     width = num_heads * key_dim
-    query_key = 2 * (kernel_size * dim * width + use_bias * width)
-    value = dim * width + use_bias * width
+    query_key = 2 * (kernel_size * hidden_dim * width + use_bias * width)
+    value = hidden_dim * width + use_bias * width
     output = width * output_dim + use_bias * output_dim
     return query_key + value + output
 

@@ -8,6 +8,7 @@ that returns the markdown table.
 import statistics
 
 from keras_attn.utils.docs_tables import markdown_table
+from keras_attn.utils.validation import renamed_config
 
 LOGSPARSE_MODELS = {
     "seasonal_naive": "seasonal naive (previous day)",
@@ -188,10 +189,12 @@ def t2t(stem):
     """Per comparison: each model's size and final test accuracy, and the paired difference."""
 
     def label(sizes):
+        # Files written before the argument rename say `embed_dim` and `depth`.
+        sizes = renamed_config(sizes, {"embed_dim": "hidden_dim", "depth": "num_layers"})
         patch = sizes.get("patch_size")
         tokenizer = "T2T module" if sizes["tokenizer"] == "t2t" else f"{patch}×{patch} patches"
-        blocks = f"{sizes['depth']} blocks of {sizes['num_heads']} heads"
-        return f"{tokenizer}, width {sizes['embed_dim']}, {blocks}"
+        blocks = f"{sizes['num_layers']} blocks of {sizes['num_heads']} heads"
+        return f"{tokenizer}, width {sizes['hidden_dim']}, {blocks}"
 
     def table(results):
         data = results(stem)

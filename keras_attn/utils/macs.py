@@ -57,7 +57,8 @@ def count_macs(model, by_layer=False):
     Example:
 
     >>> from keras_attn.models import build_vision_transformer
-    >>> count_macs(build_vision_transformer((28, 28), 10, patch_size=7, dim=32, depth=1))
+    >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=32, num_layers=1)
+    >>> count_macs(vit)
     183168
     """
     counts = {}
@@ -102,7 +103,7 @@ def _einsum_dense(layer, input_shape):
 def _patch_embedding(layer, input_shape):
     channels = input_shape[3] if len(input_shape) == 4 else 1
     patches = (input_shape[1] // layer.patch_size) * (input_shape[2] // layer.patch_size)
-    return patches * layer.patch_size**2 * channels * layer.dim
+    return patches * layer.patch_size**2 * channels * layer.hidden_dim
 
 
 @register_macs(MultiHeadSelfAttention)
@@ -120,7 +121,7 @@ def _attention(layer, input_shape):
 
 @register_macs(TransformerBlock)
 def _transformer_block(layer, input_shape):
-    mlp = _positions(input_shape) * 2 * input_shape[-1] * layer.mlp_dim
+    mlp = _positions(input_shape) * 2 * input_shape[-1] * layer.intermediate_dim
     return _attention(layer.attention, input_shape) + mlp
 
 

@@ -127,3 +127,23 @@ def static_size(value):
 def _describe(expected):
     sizes = ", ".join("?" if e is None else str(int(e)) for e in expected)
     return f"({sizes},)" if len(expected) == 1 else f"({sizes})"
+
+
+def renamed_config(config, renamed):
+    """A copy of a layer config with retired argument names replaced.
+
+    Lets a layer load a config saved before one of its arguments was renamed
+    (an older `.keras` file): `renamed` maps each retired name to its new
+    name. A config that holds both names is ambiguous and raises.
+    """
+    config = dict(config)
+    for old, new in renamed.items():
+        if old not in config:
+            continue
+        if new in config:
+            raise ValueError(
+                f"A config holds both `{old}` and its new name `{new}`. "
+                f"Received: {old}={config[old]!r}, {new}={config[new]!r}"
+            )
+        config[new] = config.pop(old)
+    return config

@@ -200,7 +200,9 @@ def test_keys_values_and_vocabulary_projection():
 
 
 def test_transformer_block_sites_record_the_real_coefficients():
-    model = build_decoder_language_model(30, 6, dim=16, depth=2, num_heads=2, mlp_dim=24)
+    model = build_decoder_language_model(
+        30, 6, hidden_dim=16, num_layers=2, num_heads=2, intermediate_dim=24
+    )
     tokens = np.random.default_rng(0).integers(1, 30, size=(3, 6)).astype("int32")
     before = keras.ops.convert_to_numpy(model(tokens))
     sites = transformer_block_sites(model)

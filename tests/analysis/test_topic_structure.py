@@ -87,7 +87,7 @@ def _inputs(tokens):
 
 
 def test_model_is_one_attention_layer_without_residual():
-    model = build_topic_model(12, dim=6)
+    model = build_topic_model(12, hidden_dim=6)
     assert [type(layer).__name__ for layer in model.layers[2:]] == [
         "Functional",
         "MultiHeadSelfAttention",
@@ -105,7 +105,7 @@ def test_model_is_one_attention_layer_without_residual():
 
 
 def test_hidden_positions_are_not_attended_to():
-    model = build_topic_model(12, dim=6)
+    model = build_topic_model(12, hidden_dim=6)
     tokens = np.array([[2, 5, 7, 9]], "int32")
     visible = np.array([[True, False, True, False]])
     logits = keras.ops.convert_to_numpy(model({"tokens": tokens, "visible": visible}))
@@ -176,7 +176,7 @@ def test_official_configuration_keeps_its_frozen_parts_through_training():
 
 def test_statistics_against_numpy_on_a_tiny_model():
     corpus = generate_lda_documents(3, num_topics=2, words_per_topic=3, length_range=(5, 7))
-    model = build_topic_model(corpus.vocabulary_size, dim=4)
+    model = build_topic_model(corpus.vocabulary_size, hidden_dim=4)
     topics = corpus.word_topics
     embedding = model.get_layer("embedding").get_layer("token_embedding").embeddings.numpy()
     attention = model.get_layer("attention")
@@ -226,7 +226,7 @@ def test_statistics_against_numpy_on_a_tiny_model():
 
 def test_uniform_attention_gives_one_over_n_and_callback_records():
     corpus = generate_lda_documents(8, length_range=(120, 120), seed=2)
-    model = build_topic_model(corpus.vocabulary_size, dim=8)
+    model = build_topic_model(corpus.vocabulary_size, hidden_dim=8)
     attention = model.get_layer("attention")
     attention.query_dense.kernel.assign(np.zeros(attention.query_dense.kernel.shape))
     stats = topic_statistics(model, corpus.tokens, corpus.word_topics)
@@ -261,7 +261,7 @@ def test_bad_arguments():
         mask_tokens(np.ones((1, 3)), 10, np.random.default_rng(0), rate=1.5)
     with pytest.raises(ValueError, match="Received: configuration='frozen'"):
         build_topic_model(12, configuration="frozen")
-    with pytest.raises(ValueError, match="Received: dim=8"):
-        build_topic_model(12, dim=8, configuration="official")
+    with pytest.raises(ValueError, match="Received: hidden_dim=8"):
+        build_topic_model(12, hidden_dim=8, configuration="official")
     with pytest.raises(ValueError, match="Received: steps"):
         TopicStatisticsCallback(np.ones((1, 3)), np.zeros(4), steps=[])

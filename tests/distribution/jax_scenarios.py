@@ -45,7 +45,7 @@ STEPS = 3
 def forecaster():
     rng = np.random.default_rng(0)  # the same data on every call
     model = build_logsparse_forecaster(
-        12, dim=8, num_heads=2, num_blocks=1, dropout=0.0, local_window=3, kernel_size=3
+        12, hidden_dim=8, num_heads=2, num_layers=1, dropout=0.0, local_window=3, kernel_size=3
     )
     inputs = {
         "lagged_target": rng.normal(size=(GLOBAL_BATCH, 12, 1)).astype("float32"),
@@ -58,7 +58,9 @@ def forecaster():
 
 def vit():
     rng = np.random.default_rng(0)  # the same data on every call
-    model = build_vision_transformer((8, 8, 1), 3, patch_size=4, dim=8, depth=1, num_heads=2)
+    model = build_vision_transformer(
+        (8, 8, 1), 3, patch_size=4, hidden_dim=8, num_layers=1, num_heads=2
+    )
     images = rng.normal(size=(GLOBAL_BATCH, 8, 8, 1)).astype("float32")
     labels = rng.integers(0, 3, size=(GLOBAL_BATCH,)).astype("int32")
     return model, images, labels, "sparse_categorical_crossentropy"
@@ -80,7 +82,13 @@ def bert():
 def bsarec():
     rng = np.random.default_rng(0)  # the same data on every call
     model = build_bsarec(
-        20, max_length=6, dim=8, depth=1, num_heads=2, dropout=0.0, attention_dropout=0.0
+        20,
+        max_length=6,
+        hidden_dim=8,
+        num_layers=1,
+        num_heads=2,
+        dropout=0.0,
+        attention_dropout=0.0,
     )
     items = rng.integers(0, 21, size=(GLOBAL_BATCH, 6)).astype("int32")
     return model, items, None, None

@@ -32,7 +32,9 @@ STEPS = 3
 
 
 def vit():
-    return build_vision_transformer((8, 8, 1), 3, patch_size=4, dim=8, depth=1, num_heads=2)
+    return build_vision_transformer(
+        (8, 8, 1), 3, patch_size=4, hidden_dim=8, num_layers=1, num_heads=2
+    )
 
 
 def data():

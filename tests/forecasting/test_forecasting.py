@@ -104,7 +104,7 @@ def test_train_forecaster_reads_only_the_training_part():
     values = 1.0 + np.sin(np.arange(400) * 2 * np.pi / 24)
     values[300:] = np.nan  # a window reading these would give a NaN loss
     keras.utils.set_random_seed(0)
-    model = build_logsparse_forecaster(max_length=36, dim=4, num_heads=1, num_blocks=1)
+    model = build_logsparse_forecaster(max_length=36, hidden_dim=4, num_heads=1, num_layers=1)
     info = train_forecaster(
         model, values, calendar_covariates(stamps), 300, 24, 12, windows=16, epochs=2
     )
@@ -167,9 +167,9 @@ def test_longest_window_within():
 def test_planned_attention_memory_full_grows_quadratically_logsparse_not():
     """XLA's plan (JAX, in a subprocess under other backends) of one attention layer's step."""
     lengths = [128, 256]
-    full = planned_attention_bytes(lengths, "full", dim=8, num_heads=4, batch_size=8)
+    full = planned_attention_bytes(lengths, "full", hidden_dim=8, num_heads=4, batch_size=8)
     sparse = planned_attention_bytes(
-        lengths, "logsparse", dim=8, num_heads=4, local_window=4, batch_size=8
+        lengths, "logsparse", hidden_dim=8, num_heads=4, local_window=4, batch_size=8
     )
     # Full attention's scores are (batch, heads, L, L): at these sizes that part
     # dominates, so doubling L multiplies the plan by more than 3.

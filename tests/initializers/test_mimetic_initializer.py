@@ -216,7 +216,9 @@ def test_apply_to_built_attention_layers(kind):
 
 
 def test_apply_to_vision_transformer_changes_only_attention():
-    model = build_vision_transformer((8, 8), 3, patch_size=4, dim=16, depth=3, num_heads=2)
+    model = build_vision_transformer(
+        (8, 8), 3, patch_size=4, hidden_dim=16, num_layers=3, num_heads=2
+    )
     before = {w.path: keras.ops.convert_to_numpy(w) for w in model.weights}
     layers = apply_mimetic_init(model, MimeticInitializer(seed=0))
     assert [layer.path for layer in layers] == [f"block_{i}/attention" for i in range(3)]
@@ -234,7 +236,7 @@ def test_apply_to_vision_transformer_changes_only_attention():
 
 def test_apply_with_default_initializer_and_nested_layers():
     inputs = keras.Input((4, 8))
-    block = TransformerBlock(num_heads=2, mlp_dim=8)
+    block = TransformerBlock(num_heads=2, intermediate_dim=8)
     model = keras.Model(inputs, block(keras.layers.Dense(8)(inputs)))
     assert list(attention_layers(model).values()) == [block.attention]
     assert attention_layers(block.attention) == {block.attention.name: block.attention}

@@ -32,13 +32,13 @@ TRANSFORMER_CHECKS = LayerChecks(
     {"token_dim": 8},
     input_shape=(2, 6, 12),
     expected_output_shape=(2, 6, 8),
-    bad_init_kwargs=[*TOKEN_BAD_ARGUMENTS, {"mlp_ratio": 0}],
+    bad_init_kwargs=[*TOKEN_BAD_ARGUMENTS, {"intermediate_dim": 0}],
     num_params=_token_transformer_params(12, 8),
 )
 MODULE_CHECKS = LayerChecks(
     T2TModule,
     {
-        "embed_dim": 12,
+        "hidden_dim": 12,
         "token_layer": "transformer",
         "token_dim": 4,
         "kernel_sizes": (3, 2, 1),
@@ -50,7 +50,7 @@ MODULE_CHECKS = LayerChecks(
     dynamic_axes=(),
     bad_init_kwargs=[
         {"token_layer": "lstm"},
-        {"embed_dim": 0},
+        {"hidden_dim": 0},
         {"strides": (2, 2)},
         {"kernel_sizes": (3, 0, 1)},
         {"strides": (0, 1, 1)},
@@ -169,7 +169,7 @@ def test_performer_approximates_softmax_attention_with_many_features():
 
 def test_t2t_module_follows_the_paper_steps():
     images = _inputs(shape=(2, 16, 16, 3))
-    module = T2TModule(embed_dim=10, token_dim=4)
+    module = T2TModule(hidden_dim=10, token_dim=4)
     tokens = module(images)
     assert module.grids(16, 16) == [(4, 4), (2, 2), (1, 1)]
     assert tokens.shape == (2, 1, 10)
@@ -183,4 +183,4 @@ def test_t2t_module_follows_the_paper_steps():
 
 def test_t2t_module_rejects_too_small_images():
     with pytest.raises(ValueError, match="Received: input_shape"):
-        T2TModule(embed_dim=8, token_dim=4)(np.zeros((1, 2, 2, 3), "float32"))
+        T2TModule(hidden_dim=8, token_dim=4)(np.zeros((1, 2, 2, 3), "float32"))

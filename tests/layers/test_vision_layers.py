@@ -21,12 +21,12 @@ pytestmark = pytest.mark.backend_agnostic
 CHECKS = {
     "patch_embedding": LayerChecks(
         PatchEmbedding,
-        {"patch_size": 4, "dim": 6},
+        {"patch_size": 4, "hidden_dim": 6},
         input_shape=(2, 8, 12, 3),
         expected_output_shape=(2, 6, 6),
         dynamic_axes=(),
         num_params=(4 * 4 * 3 + 1) * 6,
-        bad_init_kwargs=[{"patch_size": 0}, {"dim": "8"}],
+        bad_init_kwargs=[{"patch_size": 0}, {"hidden_dim": "8"}],
     ),
     "class_token": LayerChecks(
         ClassToken, {}, input_shape=(2, 5, 4), expected_output_shape=(2, 6, 4), num_params=4
@@ -41,13 +41,13 @@ CHECKS = {
     ),
     "block": LayerChecks(
         TransformerBlock,
-        {"num_heads": 2, "mlp_dim": 16, "dropout": 0.1, "drop_path_rate": 0.1, "seed": 3},
+        {"num_heads": 2, "intermediate_dim": 16, "dropout": 0.1, "drop_path_rate": 0.1, "seed": 3},
         input_shape=(2, 5, 8),
         extra_inputs={"head_mask": (2,)},
         # Attention, two norms, MLP 8 -> 16 -> 8.
         num_params=attention_num_params(8, 2, 4) + 4 * 8 + 9 * 16 + 17 * 8,
         bad_init_kwargs=[
-            {"mlp_dim": 0},
+            {"intermediate_dim": 0},
             {"num_heads": 0},
             {"dropout": 2.0},
             {"key_dim": -1},
@@ -63,7 +63,7 @@ CHECKS = {
         TransformerBlock,
         {
             "num_heads": 2,
-            "mlp_dim": 16,
+            "intermediate_dim": 16,
             "norm_first": False,
             "dropout": 0.1,
             "mlp_hidden_dropout": 0.0,
@@ -85,7 +85,7 @@ ATTENTION_HOOK_CHECKS = ("config_round_trip", "keras_save_load", "fresh_process_
 ATTENTION_HOOK = LayerChecks(
     TransformerBlock,
     {
-        "mlp_dim": 16,
+        "intermediate_dim": 16,
         "attention": keras.saving.serialize_keras_object(
             LogSparseAttention(2, 4, variant="local", local_window=2, kernel_size=3)
         ),
@@ -111,7 +111,7 @@ def test_block_attention_hook_contract(check, tmp_path):
 
 
 def test_patch_embedding_is_a_strided_convolution_over_row_major_patches():
-    layer = PatchEmbedding(patch_size=2, dim=3)
+    layer = PatchEmbedding(patch_size=2, hidden_dim=3)
     images = np.random.default_rng(0).normal(size=(1, 4, 6)).astype("float32")
     tokens = to_numpy(layer(images))
     kernel = to_numpy(layer.projection.kernel)[..., 0, :]  # (2, 2, dim)
@@ -123,7 +123,7 @@ def test_patch_embedding_is_a_strided_convolution_over_row_major_patches():
 
 def test_patch_size_must_divide_the_image():
     with pytest.raises(ValueError, match="Received: input_shape"):
-        PatchEmbedding(patch_size=5, dim=4)(np.zeros((1, 8, 8)))
+        PatchEmbedding(patch_size=5, hidden_dim=4)(np.zeros((1, 8, 8)))
 
 
 def test_class_token_is_prepended():
@@ -146,7 +146,7 @@ def test_sin_cos_table_values():
 
 
 def test_pre_norm_block_matches_its_definition():
-    block = TransformerBlock(num_heads=2, mlp_dim=8)
+    block = TransformerBlock(num_heads=2, intermediate_dim=8)
     x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
     output = block(x)
     h = x + to_numpy(block.attention(block.attention_norm(x)))
@@ -195,7 +195,7 @@ def test_mlp_hidden_dropout_is_placed_on_the_hidden_units():
 
 @pytest.mark.parametrize("norm_first", [True, False])
 def test_block_gates_scale_each_residual_branch(norm_first):
-    block = TransformerBlock(num_heads=2, mlp_dim=8, norm_first=norm_first)
+    block = TransformerBlock(num_heads=2, intermediate_dim=8, norm_first=norm_first)
     x = np.random.default_rng(1).normal(size=(2, 5, 8)).astype("float32")
     attention_gate = np.array([0.0, 0.5], "float32")  # per example
     mlp_gate = np.random.default_rng(2).uniform(size=(2, 5)).astype("float32")  # per token
@@ -211,7 +211,7 @@ def test_block_gates_scale_each_residual_branch(norm_first):
 
 
 def test_block_gate_of_wrong_rank_is_rejected():
-    block = TransformerBlock(num_heads=2, mlp_dim=8)
+    block = TransformerBlock(num_heads=2, intermediate_dim=8)
     x = np.zeros((2, 5, 8), "float32")
     with pytest.raises(ValueError, match="Received: gate.shape"):
         block(x, mlp_gate=np.ones((2, 5, 1)))
@@ -220,7 +220,7 @@ def test_block_gate_of_wrong_rank_is_rejected():
 @pytest.mark.parametrize("norm_first", [True, False])
 def test_block_with_given_attention_matches_its_definition(norm_first):
     attention = ConvolutionalSelfAttention(2, 4, kernel_size=3, attention_pattern="causal")
-    block = TransformerBlock(mlp_dim=8, norm_first=norm_first, attention=attention)
+    block = TransformerBlock(intermediate_dim=8, norm_first=norm_first, attention=attention)
     x = np.random.default_rng(3).normal(size=(2, 5, 8)).astype("float32")
     output, scores = block(x, return_attention_scores=True)
     assert block.attention is attention and block.num_heads == 2
@@ -241,7 +241,7 @@ def test_block_with_given_attention_matches_its_definition(norm_first):
 
 def test_block_attention_survives_the_config():
     attention = LogSparseAttention(2, 4, variant="local", local_window=2, name="attention")
-    config = TransformerBlock(mlp_dim=8, attention=attention).get_config()
+    config = TransformerBlock(intermediate_dim=8, attention=attention).get_config()
     clone = TransformerBlock.from_config(config)
     assert type(clone.attention) is LogSparseAttention
     assert clone.attention.get_config() == attention.get_config()
@@ -274,14 +274,14 @@ def test_block_returns_the_attention_scores_of_its_core():
 )
 def test_block_attention_conflicts_are_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        TransformerBlock(mlp_dim=8, attention=MultiHeadSelfAttention(2, 4), **kwargs)
+        TransformerBlock(intermediate_dim=8, attention=MultiHeadSelfAttention(2, 4), **kwargs)
 
 
 def test_block_needs_num_heads_or_attention():
     with pytest.raises(ValueError, match="Received: num_heads=None"):
-        TransformerBlock(mlp_dim=8)
+        TransformerBlock(intermediate_dim=8)
     with pytest.raises(ValueError, match="Received: attention="):
-        TransformerBlock(mlp_dim=8, attention=keras.layers.Dense(8))
+        TransformerBlock(intermediate_dim=8, attention=keras.layers.Dense(8))
 
 
 def _drop_path_block(rate=0.5, seed=0):

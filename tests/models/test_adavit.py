@@ -18,7 +18,9 @@ pytestmark = pytest.mark.backend_agnostic
 
 def _vit(depth=3, seed=0):
     keras.utils.set_random_seed(seed)
-    return build_vision_transformer((8, 8), 3, patch_size=4, dim=8, depth=depth, num_heads=2)
+    return build_vision_transformer(
+        (8, 8), 3, patch_size=4, hidden_dim=8, num_layers=depth, num_heads=2
+    )
 
 
 def _images(batch=16, seed=0):
@@ -250,7 +252,7 @@ def test_usage_loss_by_hand():
 def test_pretrain_then_finetune_leaves_the_vit_unchanged():
     images = _images(16)
     labels = np.arange(16) % 3
-    vit = pretrain_vit(images, labels, 3, 1, batch_size=8, patch_size=4, dim=8, depth=2)
+    vit = pretrain_vit(images, labels, 3, 1, batch_size=8, patch_size=4, hidden_dim=8, num_layers=2)
     assert vit.output.shape == (None, 3) and vit.optimizer.iterations.numpy() == 2
     before = [w.copy() for w in vit.get_weights()]
     model = finetune_adavit(vit, images, labels, 0.4, 1, batch_size=8, gate_bias=1.0)

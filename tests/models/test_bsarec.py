@@ -16,8 +16,8 @@ HISTORY = np.array([[0, 0, 0, 4, 8, 15], [16, 23, 42, 4, 8, 15]], "int32")
 def _models():
     keras.utils.set_random_seed(0)
     return (
-        build_sasrec(50, max_length=6, dim=16, seed=1),
-        build_bsarec(50, max_length=6, dim=16, seed=1),
+        build_sasrec(50, max_length=6, hidden_dim=16, seed=1),
+        build_bsarec(50, max_length=6, hidden_dim=16, seed=1),
     )
 
 
@@ -75,14 +75,14 @@ def test_bsarec_exports_as_saved_model(tmp_path):
     import tensorflow as tf
 
     keras.utils.set_random_seed(0)
-    model = build_bsarec(50, max_length=6, dim=16, seed=1)
+    model = build_bsarec(50, max_length=6, hidden_dim=16, seed=1)
     model.export(str(tmp_path / "bsarec"), format="tf_saved_model", verbose=False)
     reloaded = tf.saved_model.load(str(tmp_path / "bsarec"))
     np.testing.assert_allclose(reloaded.serve(HISTORY), model(HISTORY), atol=1e-4)
 
 
 @pytest.mark.parametrize(
-    "bad", [{"num_items": 0}, {"max_length": 2.5}, {"depth": 0}, {"dim": True}]
+    "bad", [{"num_items": 0}, {"max_length": 2.5}, {"num_layers": 0}, {"hidden_dim": True}]
 )
 def test_bad_arguments_are_rejected(bad):
     with pytest.raises(ValueError, match="Received:"):
@@ -139,7 +139,7 @@ def test_matches_the_official_model_on_left_padded_histories(alpha):
     for additive_mask in (-10000.0, None):
         keras.utils.set_random_seed(0)
         model = build_bsarec(
-            40, 12, dim=16, depth=3, alpha=alpha, cutoff=5, additive_mask=additive_mask
+            40, 12, hidden_dim=16, num_layers=3, alpha=alpha, cutoff=5, additive_mask=additive_mask
         )
         rng = np.random.default_rng(1)
         for weight in model.weights:  # non-trivial biases, norms and gains

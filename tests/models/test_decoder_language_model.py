@@ -7,7 +7,9 @@ from keras_attn.models import build_decoder_language_model
 
 
 def test_causal_trains_and_saves(tmp_path):
-    model = build_decoder_language_model(40, 10, dim=16, depth=2, num_heads=2, mlp_dim=32)
+    model = build_decoder_language_model(
+        40, 10, hidden_dim=16, num_layers=2, num_heads=2, intermediate_dim=32
+    )
     blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
     assert [b.name for b in blocks] == ["block_0", "block_1"]
     assert all(isinstance(b.attention, MultiHeadSelfAttention) for b in blocks)
@@ -33,7 +35,9 @@ def test_causal_trains_and_saves(tmp_path):
 
 
 def test_padding_does_not_change_real_positions():
-    model = build_decoder_language_model(20, 8, dim=8, depth=1, num_heads=2, mlp_dim=8)
+    model = build_decoder_language_model(
+        20, 8, hidden_dim=8, num_layers=1, num_heads=2, intermediate_dim=8
+    )
     tokens = np.array([[3, 4, 5, 0, 0, 0]], "int32")
     np.testing.assert_allclose(model(tokens)[:, :3], model(tokens[:, :3]), atol=1e-5)
 
@@ -41,5 +45,5 @@ def test_padding_does_not_change_real_positions():
 def test_bad_arguments():
     with pytest.raises(ValueError, match="Received: vocabulary_size=0"):
         build_decoder_language_model(0, 8)
-    with pytest.raises(ValueError, match="Received: depth=-1"):
-        build_decoder_language_model(10, 8, depth=-1)
+    with pytest.raises(ValueError, match="`num_layers`.*Received: num_layers=-1"):
+        build_decoder_language_model(10, 8, num_layers=-1)

@@ -67,7 +67,7 @@ def _inputs(batch=2, length=40, seed=0):
 
 def _model(**kwargs):
     keras.utils.set_random_seed(0)
-    config = {"max_length": 40, "dim": 8, "num_heads": 2, "num_blocks": 2, "dropout": 0.0}
+    config = {"max_length": 40, "hidden_dim": 8, "num_heads": 2, "num_layers": 2, "dropout": 0.0}
     return build_logsparse_forecaster(**{**config, "local_window": 3, "kernel_size": 3, **kwargs})
 
 
@@ -87,8 +87,8 @@ def test_forecaster_layers_follow_the_arguments():
     assert dense[0].attention_pattern == "causal" and dense[0].kernel_size == 1
     with pytest.raises(ValueError, match="Received: attention='sparse'"):
         _model(attention="sparse")
-    with pytest.raises(ValueError, match="Received: dim=10"):
-        _model(dim=10, num_heads=4)
+    with pytest.raises(ValueError, match="`hidden_dim`.*Received: hidden_dim=10"):
+        _model(hidden_dim=10, num_heads=4)
 
 
 def test_forecaster_is_causal_and_outputs_positive_scales():
@@ -172,7 +172,7 @@ def _fit(model, jit_compile, epochs):
 
 
 def test_forecaster_trains_and_round_trips(tmp_path):
-    model = _model(num_blocks=1)
+    model = _model(num_layers=1)
     inputs, targets, history = _fit(model, jit_compile=False, epochs=3)
     assert history["loss"][-1] < history["loss"][0]
     assert set(history) >= {"R0.5", "R0.9"}

@@ -17,14 +17,14 @@ PAPER = {
     "t2t_vit_t_14": (21.5, 6.1),
 }
 MACS_DIFFERENT_FROM_PAPER = {"t2t_vit_24": 13.7}
-BACKBONES = {  # embed_dim, depth, mlp_ratio
-    "t2t_vit_7": (256, 7, 2),
-    "t2t_vit_10": (256, 10, 2),
-    "t2t_vit_12": (256, 12, 2),
-    "t2t_vit_14": (384, 14, 3),
-    "t2t_vit_19": (448, 19, 3),
-    "t2t_vit_24": (512, 24, 3),
-    "t2t_vit_t_14": (384, 14, 3),
+BACKBONES = {  # Paper, Table 1: hidden size, depth, MLP size
+    "t2t_vit_7": (256, 7, 512),
+    "t2t_vit_10": (256, 10, 512),
+    "t2t_vit_12": (256, 12, 512),
+    "t2t_vit_14": (384, 14, 1152),
+    "t2t_vit_19": (448, 19, 1344),
+    "t2t_vit_24": (512, 24, 1536),
+    "t2t_vit_t_14": (384, 14, 1152),
 }
 
 
@@ -34,7 +34,7 @@ def official_parameter_count(variant):
     Written from the official module definitions: frozen tensors (the
     position table, the Performer's random features) are parameters too.
     """
-    embed_dim, depth, mlp_ratio = BACKBONES[variant]
+    hidden_dim, num_layers, intermediate_dim = BACKBONES[variant]
 
     def linear(n_in, n_out, bias=True):
         return n_in * n_out + (n_out if bias else 0)
@@ -46,17 +46,16 @@ def official_parameter_count(variant):
         norms = 2 * dim + 2 * token_dim
         return norms + attention + 2 * linear(token_dim, token_dim) + random_features
 
-    hidden = int(embed_dim * mlp_ratio)
     block = (
-        4 * embed_dim
-        + linear(embed_dim, 3 * embed_dim, bias=False)
-        + linear(embed_dim, embed_dim)
-        + linear(embed_dim, hidden)
-        + linear(hidden, embed_dim)
+        4 * hidden_dim
+        + linear(hidden_dim, 3 * hidden_dim, bias=False)
+        + linear(hidden_dim, hidden_dim)
+        + linear(hidden_dim, intermediate_dim)
+        + linear(intermediate_dim, hidden_dim)
     )
-    t2t = token_layer(147) + token_layer(576) + linear(576, embed_dim)
-    backbone = embed_dim + 197 * embed_dim + depth * block + 2 * embed_dim
-    return t2t + backbone + linear(embed_dim, 1000)
+    t2t = token_layer(147) + token_layer(576) + linear(576, hidden_dim)
+    backbone = hidden_dim + 197 * hidden_dim + num_layers * block + 2 * hidden_dim
+    return t2t + backbone + linear(hidden_dim, 1000)
 
 
 @pytest.mark.parametrize("variant", sorted(PAPER))
@@ -77,10 +76,10 @@ def test_small_model_trains_under_xla_and_saves(tmp_path):
         (12, 12),
         3,
         variant=None,
-        embed_dim=16,
-        depth=1,
+        hidden_dim=16,
+        num_layers=1,
         num_heads=2,
-        mlp_ratio=2.0,
+        intermediate_dim=32,
         token_dim=4,
         kernel_sizes=(3, 3, 3),
         strides=(2, 1, 1),
@@ -105,23 +104,31 @@ def test_small_model_trains_under_xla_and_saves(tmp_path):
 
 
 def test_variant_defaults_and_overrides():
-    model = build_t2t_vit((32, 32, 3), 5, variant="t2t_vit_t_14", depth=1, token_dim=8)
+    model = build_t2t_vit((32, 32, 3), 5, variant="t2t_vit_t_14", num_layers=1, token_dim=8)
     module = model.get_layer("tokens_to_token")
     assert isinstance(module, T2TModule) and module.token_layer == "transformer"
-    assert module.embed_dim == 384 and model.get_layer("block_0").num_heads == 6
-    assert model.get_layer("block_0").mlp_dim == 1152
+    assert module.hidden_dim == 384 and model.get_layer("block_0").num_heads == 6
+    assert model.get_layer("block_0").intermediate_dim == 1152
     assert model.name == "t2t_vit_t_14"
-    performer = build_t2t_vit((32, 32, 3), 5, variant="t2t_vit_7", depth=1, token_dim=8)
+    performer = build_t2t_vit((32, 32, 3), 5, variant="t2t_vit_7", num_layers=1, token_dim=8)
     assert performer.get_layer("tokens_to_token").token_layer == "performer"
     swapped = build_t2t_vit(
-        (32, 32, 3), 5, variant="t2t_vit_7", depth=1, token_dim=8, token_layer="transformer"
+        (32, 32, 3), 5, variant="t2t_vit_7", num_layers=1, token_dim=8, token_layer="transformer"
     )
     assert swapped.get_layer("tokens_to_token").token_layer == "transformer"
 
 
 def test_each_variant_stores_its_sizes_and_token_layer():
     for name, variant in T2T_VIT_VARIANTS.items():
-        assert set(variant) == {"embed_dim", "depth", "num_heads", "mlp_ratio", "token_layer"}
+        assert set(variant) == {
+            "hidden_dim",
+            "num_layers",
+            "num_heads",
+            "intermediate_dim",
+            "token_layer",
+        }
+        sizes = (variant["hidden_dim"], variant["num_layers"], variant["intermediate_dim"])
+        assert sizes == BACKBONES[name.replace("_t_", "_")], name
         # The paper's T2T-ViT_t-* use transformer token layers, the others Performers.
         expected = "transformer" if name.startswith("t2t_vit_t_") else "performer"
         assert variant["token_layer"] == expected, name
@@ -131,14 +138,18 @@ def test_bad_arguments():
     listed = r"'t2t_vit_t_24'\] or None\. "
     with pytest.raises(ValueError, match=listed + "Received: variant='t2t_vit_8'"):
         build_t2t_vit(variant="t2t_vit_8")
-    with pytest.raises(ValueError, match="Received: embed_dim=None"):
-        build_t2t_vit(variant=None, depth=2, num_heads=2, mlp_ratio=2.0)
+    with pytest.raises(ValueError, match="`hidden_dim`.*Received: hidden_dim=None"):
+        build_t2t_vit(variant=None, num_layers=2, num_heads=2, intermediate_dim=32)
+    with pytest.raises(ValueError, match="`intermediate_dim`.*Received: intermediate_dim=None"):
+        build_t2t_vit(variant=None, hidden_dim=16, num_layers=2, num_heads=2)
     with pytest.raises(ValueError, match="Received: num_classes=0"):
         build_t2t_vit(num_classes=0)
 
 
 def test_mac_counter_matches_hand_count_for_a_vit():
-    model = build_vision_transformer((28, 28), 10, patch_size=7, dim=32, depth=1, num_heads=4)
+    model = build_vision_transformer(
+        (28, 28), 10, patch_size=7, hidden_dim=32, num_layers=1, num_heads=4
+    )
     total, by_layer = count_macs(model, by_layer=True)
     tokens = 17
     assert by_layer["patch_embedding"] == 16 * 49 * 32
@@ -157,10 +168,10 @@ def test_mac_counter_rejects_unknown_layers_with_weights():
 
 SMALL = {
     "variant": None,
-    "embed_dim": 16,
-    "depth": 3,
+    "hidden_dim": 16,
+    "num_layers": 3,
     "num_heads": 2,
-    "mlp_ratio": 2.0,
+    "intermediate_dim": 32,
     "token_dim": 4,
     "kernel_sizes": (3, 3, 3),
     "strides": (2, 2, 1),
@@ -188,12 +199,14 @@ def test_qk_scale_reaches_every_block():
 
 
 def test_drop_path_rates_rise_linearly_over_the_blocks():
-    t2t = build_t2t_vit((12, 12), 3, drop_path_rate=0.1, **{**SMALL, "depth": 5})
-    vit = build_vision_transformer((12, 12), 3, patch_size=4, dim=8, depth=5, drop_path_rate=0.1)
+    t2t = build_t2t_vit((12, 12), 3, drop_path_rate=0.1, **{**SMALL, "num_layers": 5})
+    vit = build_vision_transformer(
+        (12, 12), 3, patch_size=4, hidden_dim=8, num_layers=5, drop_path_rate=0.1
+    )
     expected = [0.0, 0.025, 0.05, 0.075, 0.1]
     for model in (t2t, vit):
         np.testing.assert_allclose([b.drop_path_rate for b in _blocks(model)], expected)
-    single = build_vision_transformer((12, 12), 3, depth=1, drop_path_rate=0.1)
+    single = build_vision_transformer((12, 12), 3, num_layers=1, drop_path_rate=0.1)
     assert [b.drop_path_rate for b in _blocks(single)] == [0.0]
     with pytest.raises(ValueError, match="Received: drop_path_rate=1.0"):
         build_t2t_vit((12, 12), 3, drop_path_rate=1.0, **SMALL)

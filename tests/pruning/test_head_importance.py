@@ -115,7 +115,9 @@ def test_per_example_gradient_of_the_core_head_mask():
 
 
 def test_nested_attention_layers_and_restored_projections():
-    model = build_vision_transformer((8, 8), 3, patch_size=4, dim=8, depth=2, num_heads=2)
+    model = build_vision_transformer(
+        (8, 8), 3, patch_size=4, hidden_dim=8, num_layers=2, num_heads=2
+    )
     images = RNG.normal(size=(2, 8, 8)).astype("float32")
     scores = head_importance(model, [(images, np.array([0, 2]))], "sparse_categorical_crossentropy")
     assert list(scores) == ["block_0/attention", "block_1/attention"]

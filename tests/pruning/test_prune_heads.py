@@ -113,7 +113,9 @@ def _zero_heads(attention, removed):
 
 def test_pruned_vision_transformer_equals_zeroed_heads():
     keras.utils.set_random_seed(2)
-    model = build_vision_transformer((8, 8), 3, patch_size=4, dim=12, depth=2, num_heads=3)
+    model = build_vision_transformer(
+        (8, 8), 3, patch_size=4, hidden_dim=12, num_layers=2, num_heads=3
+    )
     heads = {"block_0/attention": [1], "block_1/attention": [0, 2]}
     pruned = prune_heads(model, heads)
     assert [pruned.get_layer(f"block_{i}").num_heads for i in range(2)] == [2, 1]
@@ -130,10 +132,10 @@ def test_pruned_t2t_vit_blocks_equal_zeroed_heads_and_token_layers_are_refused()
         (12, 12),
         3,
         variant=None,
-        embed_dim=16,
-        depth=2,
+        hidden_dim=16,
+        num_layers=2,
         num_heads=4,
-        mlp_ratio=2.0,
+        intermediate_dim=32,
         token_layer="transformer",
         token_dim=4,
         kernel_sizes=(3, 3, 3),
@@ -157,7 +159,7 @@ def test_pruned_block_with_given_convolutional_attention_equals_masked_block():
     x = keras.Input((6, 8))
     head_mask = keras.Input((4,))
     attention = ConvolutionalSelfAttention(4, 2, kernel_size=3, name="attention")
-    block = TransformerBlock(mlp_dim=16, attention=attention, name="block")
+    block = TransformerBlock(intermediate_dim=16, attention=attention, name="block")
     model = keras.Model([x, head_mask], block(x, head_mask=head_mask))
     pruned = prune_heads(model, {"block/attention": [1, 2]})
     kernel = pruned.get_layer("block").attention.query_dense.kernel

@@ -78,7 +78,7 @@ def test_the_two_inits_differ_only_in_attention_kernels_and_biases():
     changed = {w.path for w in model.weights if not np.array_equal(default[w.path], w)}
     assert changed == {
         f"block_{i}/attention/{name}/kernel"
-        for i in range(chosen["depth"])
+        for i in range(chosen["num_layers"])
         for name in ("query", "key", "value", "attention_output")
     }
     mimetic.reset(model, chosen, "learned", 1, "default")

@@ -86,7 +86,7 @@ def test_deep_narrow_and_shallow_wide_have_equal_parameters():
 
     assert (len(blocks(deep)), len(blocks(wide))) == (15, 2)
     sizes = [t2t.MODELS[name] for name in t2t.COMPARISONS["shape"]]
-    assert [s["embed_dim"] // s["num_heads"] for s in sizes] == [16, 16]
+    assert [s["hidden_dim"] // s["num_heads"] for s in sizes] == [16, 16]
 
 
 def test_full_setting_trains_long_enough():

@@ -1,0 +1,142 @@
+"""One argument vocabulary, KerasHub's, in every public layer and builder.
+
+`hidden_dim` is the model width, `intermediate_dim` the MLP hidden size,
+`num_layers` the number of blocks and `num_heads`/`key_dim` the heads, as in
+Keras' `MultiHeadAttention`. Layers whose config keys were renamed still load
+configs saved with the retired keys (older `.keras` files).
+"""
+
+import importlib
+import inspect
+import json
+import zipfile
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.layers import PatchEmbedding, T2TModule, TokenTransformer, TransformerBlock
+
+RETIRED = {"dim", "embed_dim", "depth", "mlp_dim", "mlp", "mlp_ratio", "num_blocks"}
+PACKAGES = ("layers", "models", "analysis", "forecasting", "pruning", "pretrained")
+
+
+def _public_callables():
+    for package in PACKAGES:
+        module = importlib.import_module(f"keras_attn.{package}")
+        for name in module.__all__:
+            value = getattr(module, name)
+            if callable(value):
+                yield f"{package}.{name}", value.__init__ if inspect.isclass(value) else value
+
+
+def test_no_public_layer_or_builder_takes_a_retired_argument_name():
+    parameters = {
+        name: set(inspect.signature(function).parameters) for name, function in _public_callables()
+    }
+    assert len(parameters) > 50
+    assert {"hidden_dim", "intermediate_dim", "num_layers"} <= parameters[
+        "models.build_vision_transformer"
+    ]
+    retired = {name: sorted(RETIRED & names) for name, names in parameters.items()}
+    assert {name: names for name, names in retired.items() if names} == {}
+
+
+# Layer, arguments, the renamed argument, its retired config key and the
+# retired key's value that gives the same layer.
+RENAMED = {
+    "PatchEmbedding": (PatchEmbedding, {"patch_size": 2, "hidden_dim": 8}, "hidden_dim", "dim", 8),
+    "T2TModule": (T2TModule, {"hidden_dim": 8, "token_dim": 4}, "hidden_dim", "embed_dim", 8),
+    # The retired `mlp_ratio` was a multiple of `token_dim`: 2.0 * 8 = 16 units.
+    "TokenTransformer": (
+        TokenTransformer,
+        {"token_dim": 8, "intermediate_dim": 16},
+        "intermediate_dim",
+        "mlp_ratio",
+        2.0,
+    ),
+    "TransformerBlock": (
+        TransformerBlock,
+        {"num_heads": 2, "intermediate_dim": 16},
+        "intermediate_dim",
+        "mlp_dim",
+        16,
+    ),
+}
+
+
+def _retired_config(name):
+    layer_class, arguments, new_key, old_key, old_value = RENAMED[name]
+    config = layer_class(**arguments).get_config()
+    old = {key: value for key, value in config.items() if key != new_key}
+    return layer_class, config, {**old, old_key: old_value}
+
+
+@pytest.mark.parametrize("name", sorted(RENAMED))
+def test_a_config_with_the_retired_key_loads(name):
+    layer_class, config, old = _retired_config(name)
+    assert layer_class.from_config(old).get_config() == config
+    serialized = keras.saving.serialize_keras_object(layer_class.from_config(config))
+    loaded = keras.saving.deserialize_keras_object({**serialized, "config": old})
+    assert type(loaded) is layer_class and loaded.get_config() == config
+
+
+@pytest.mark.parametrize("name", sorted(RENAMED))
+def test_a_config_with_both_names_raises(name):
+    layer_class, config, old = _retired_config(name)
+    old_key = RENAMED[name][3]
+    with pytest.raises(ValueError, match=f"`{old_key}`.*Received:"):
+        layer_class.from_config({**config, old_key: old[old_key]})
+
+
+@pytest.mark.parametrize("name", sorted(RENAMED))
+def test_a_bad_value_names_the_new_argument(name):
+    layer_class, arguments, new_key, _, _ = RENAMED[name]
+    with pytest.raises(ValueError, match=f"`{new_key}`.*Received: {new_key}=0"):
+        layer_class(**{**arguments, new_key: 0})
+
+
+RETIRED_KEYS = {
+    "PatchEmbedding": ("hidden_dim", "dim"),
+    "TransformerBlock": ("intermediate_dim", "mlp_dim"),
+}
+
+
+def _retire_keys(config):
+    """Renames, in place, the new keys of the layers of `RETIRED_KEYS` back to their old names."""
+    if isinstance(config, list):
+        for item in config:
+            _retire_keys(item)
+    if not isinstance(config, dict):
+        return
+    if config.get("class_name") in RETIRED_KEYS:
+        new, old = RETIRED_KEYS[config["class_name"]]
+        config["config"][old] = config["config"].pop(new)
+    for value in config.values():
+        _retire_keys(value)
+
+
+def _with_retired_keys(path, retired_path):
+    """A copy of the `.keras` file at `path` whose config uses the retired keys."""
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(retired_path, "w") as target:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename == "config.json":
+                config = json.loads(data)
+                _retire_keys(config)
+                data = json.dumps(config).encode("utf-8")
+                assert b'"mlp_dim"' in data and b'"dim"' in data and b"intermediate_dim" not in data
+            target.writestr(item, data)
+
+
+def test_a_keras_file_saved_with_the_retired_keys_loads_with_its_weights(tmp_path):
+    images = keras.Input((8, 8, 1))
+    tokens = PatchEmbedding(4, 8)(images)  # (batch, 4, 8)
+    outputs = TransformerBlock(2, 16)(tokens)
+    model = keras.Model(images, outputs)
+    model.save(tmp_path / "model.keras")
+    _with_retired_keys(tmp_path / "model.keras", tmp_path / "retired.keras")
+    loaded = keras.models.load_model(tmp_path / "retired.keras")
+    x = np.random.default_rng(0).normal(size=(2, 8, 8, 1)).astype("float32")
+    np.testing.assert_allclose(loaded(x), model(x), rtol=1e-6, atol=1e-6)
+    assert loaded.layers[-1].intermediate_dim == 16 and loaded.layers[1].hidden_dim == 8
