@@ -558,7 +558,9 @@ def train_topic_model(
     keras.utils.set_random_seed(seed)
     total = epochs * -(-len(corpus.tokens) // batch_size)
     record_steps = range(total + 1) if record_steps is None else [*record_steps, total]
-    model = build_topic_model(corpus.vocabulary_size, hidden_dim=hidden_dim, configuration=configuration)
+    model = build_topic_model(
+        corpus.vocabulary_size, hidden_dim=hidden_dim, configuration=configuration
+    )
     model.compile(
         keras.optimizers.Adam(learning_rate),
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
