@@ -82,6 +82,29 @@ def logsparse_budget(stem):
     return table
 
 
+def logsparse_budget_paired(stem):
+    """LogSparse − full attention under the same memory budget, paired by seed."""
+
+    def table(results):
+        data = results(stem)
+        rows = []
+        for dataset, parts in data["results"].items():
+            logsparse, full = parts["budget"]["logsparse_conv"], parts["budget"]["full_conv"]
+            for decoder, label in LOGSPARSE_DECODERS.items():
+                for metric in ("R0.5", "R0.9"):
+                    differences = [
+                        sparse[decoder][metric] - dense[decoder][metric]
+                        for sparse, dense in zip(logsparse["runs"], full["runs"], strict=True)
+                    ]
+                    mean, std = statistics.mean(differences), statistics.stdev(differences)
+                    per_seed = ", ".join(f"{d:+.3f}" for d in differences)
+                    rows.append([dataset, label, metric, per_seed, f"{mean:+.3f} ± {std:.3f}"])
+        header = ["series", "decoder", "metric", "per seed", "mean ± std"]
+        return markdown_table(header, rows)
+
+    return table
+
+
 def parity(stem):
     def table(results):
         data = results(stem)
@@ -644,6 +667,7 @@ TABLES = {
     "logsparse-full": logsparse("logsparse-full"),
     "logsparse-fast-budget": logsparse_budget("logsparse-fast"),
     "logsparse-full-budget": logsparse_budget("logsparse-full"),
+    "logsparse-full-budget-paired": logsparse_budget_paired("logsparse-full"),
     "parity-first-fast": parity("parity-fast"),
     "parity-first-reduced": parity("parity-reduced-full"),
     "parity-reduced-parity-runs": parity_runs("parity-reduced-full", "parity"),
