@@ -328,7 +328,7 @@ def xla_function(model, **call_kwargs):
 
 def _grouped(branches, x, operands, keys, groups, size, pick):
     """Runs `branches[pick(...)]` on each group of `size` examples sorted by `keys`."""
-    if groups == 1:  # one group (a static batch of at most `size`): no sort, no loop
+    if isinstance(groups, int) and groups == 1:  # a static batch of one group: no sort, no loop
         return ops.switch(pick(keys, operands), branches, x, *operands)  # (b, L, dim)
     order = ops.argsort(-keys)  # (b,), largest kept count first
     sorted_x = ops.take(x, order, axis=0)  # (b, L, dim)
