@@ -22,7 +22,7 @@ from keras_attn.utils import batch_latency_ms
 NAME = "adavit"
 HELP = "AdaViT on Fashion-MNIST: accuracy vs MACs and fast-path latency at several γ."
 
-MODEL = {"patch_size": 4, "dim": 32, "depth": 5, "num_heads": 4, "mlp_ratio": 2.0}
+MODEL = {"patch_size": 4, "dim": 32, "num_heads": 4, "mlp_ratio": 2.0}  # and the setting's depth
 SETTINGS = {
     "small": {
         "train": 256,
@@ -31,6 +31,7 @@ SETTINGS = {
         "pretrain_epochs": 1,
         "finetune_epochs": 1,
         "latency_rounds": 2,
+        "depth": 2,  # one gated block: quick XLA compilations
     },
     "fast": {
         "train": 3000,
@@ -39,6 +40,7 @@ SETTINGS = {
         "pretrain_epochs": 3,
         "finetune_epochs": 2,
         "latency_rounds": 10,
+        "depth": 5,
     },
     "full": {
         "train": 16000,
@@ -47,6 +49,7 @@ SETTINGS = {
         "pretrain_epochs": 8,
         "finetune_epochs": 4,
         "latency_rounds": 20,
+        "depth": 5,
     },
 }
 LATENCY_BATCH = 64  # also the evaluation batch: one compiled fast path per policy
@@ -86,7 +89,7 @@ def run(args):
         runs.append(run_seed(seed, args.gammas, setting, data, examples))
     results = {
         "setting": {**setting, "name": size, "seeds": seeds, "latency_batch": LATENCY_BATCH},
-        "model": MODEL,
+        "model": {**MODEL, "depth": setting["depth"]},
         "gammas": args.gammas,
         "runs": runs,
         "summary": summarize(runs),
@@ -100,7 +103,8 @@ def run_seed(seed, gammas, setting, data, examples):
     """One seed: the full ViT and, per γ, the learned and the random policy."""
     (x_train, y_train), (x_test, y_test) = data
     epochs = setting["finetune_epochs"]
-    vit = pretrain_vit(x_train, y_train, 10, setting["pretrain_epochs"], seed=seed, **MODEL)
+    sizes = {**MODEL, "depth": setting["depth"]}
+    vit = pretrain_vit(x_train, y_train, 10, setting["pretrain_epochs"], seed=seed, **sizes)
     full = finetune_vit(vit, x_train, y_train, epochs, seed=seed)
     record = {
         "seed": seed,
