@@ -43,8 +43,9 @@ def test_small_run_writes_every_case_and_the_docs_table(tmp_path):
         change = 100 * (case["fast_accuracy"] - case["full_accuracy"])
         np.testing.assert_allclose(case["accuracy_change_points"], change)
         assert set(case["usage"]) == {"patches", "heads", "attention", "mlp"}
-        if case["keep_rate"] is not None:  # half of the patches of every example
-            assert case["usage"]["patches"] == 0.5 and case["keep_rate"] == 0.5
+        if case["keep_rate"] is not None:  # 24 or 25 of 49 patches, 98 of 196
+            assert case["usage"]["patches"] == pytest.approx(0.5, abs=0.01)
+            assert case["keep_rate"] == 0.5 and case["usage"]["heads"] == 0.5
     # The same model and decisions at both batch sizes: the same accuracy and MACs.
     for first, second in zip(cases[:2], cases[2:4], strict=True):
         assert (first["fast_accuracy"], first["fast_macs"]) == (
