@@ -1,75 +1,177 @@
-"""Inference latency of the AdaViT fast path against the full ViT.
+"""Latency, MACs and accuracy of the AdaViT fast path against the same full ViT.
 
-Pretrains a small ViT (the one of `keras-attn reproduce adavit`) on Fashion-MNIST, fine-tunes AdaViT
-at one usage target γ and times, in interleaved rounds in one process, the
-full ViT compiled with XLA (the baseline) and the AdaViT fast path (XLA),
-at batch 1 and 64. Prints the accuracies and the ratios baseline / fast path
-(above 1: the fast path is faster). Target: at least 1.5x faster at no more
-than 1 point accuracy loss.
+For each token count (patch 4 on 28x28 Fashion-MNIST: 49 patches; patch 2:
+196, where attention costs more), pretrains a small ViT, then trains it on
+two ways for the same number of fine-tuning epochs: as the full ViT (the
+baseline) and as an AdaViT at usage target γ. Every policy runs through the
+XLA-compiled fast path: the learned gates, and imposed keep rates (each
+example keeps the same share of patches, of heads in each block and of
+attention and MLP sub-layers, at random positions, on the same fine-tuned
+AdaViT). The full ViT, compiled with XLA, and every policy's fast path are
+timed in the same process in interleaved rounds (`batch_latency_ms`, the
+median over rounds) at batch 1 and batch 64.
 
-    python benchmarks/adavit.py [--gamma 0.5] [--train 3000] [--epochs 4 3]
+Each case reports, side by side: the accuracy of the full ViT and of the
+fast path, the latency ratio full / fast path (above 1: the fast path is
+faster) and the MAC ratio full / fast path. The target: at least 1.5x
+faster at both batch sizes at no more than 1 point of accuracy loss. The
+results go to `--output` as JSON; `--small` is a seconds-long smoke run.
+
+    python benchmarks/adavit.py [--gamma 0.5] [--keep-rates 0.5 0.3] [--small]
 """
 
 import argparse
+import json
 import os
+import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from keras_attn.datasets import load_fashion_mnist  # noqa: E402
-from keras_attn.models import finetune_adavit, pretrain_vit  # noqa: E402
-from keras_attn.models.adavit_fast_path import xla_function  # noqa: E402
-from keras_attn.utils import batch_latency_ms  # noqa: E402
+import numpy as np  # noqa: E402
 
-# The ViT of the AdaViT reproduction: 49 patches of 4x4 pixels.
-MODEL = {"patch_size": 4, "hidden_dim": 32, "num_layers": 5, "num_heads": 4, "intermediate_dim": 64}
+from keras_attn.datasets import load_fashion_mnist  # noqa: E402
+from keras_attn.models import finetune_adavit, finetune_vit, pretrain_vit  # noqa: E402
+from keras_attn.models.adavit_fast_path import xla_function  # noqa: E402
+from keras_attn.utils import batch_latency_ms, run_metadata  # noqa: E402
+
+PATCH_SIZES = (4, 2)  # 49 and 196 patches of a 28x28 image
+BATCHES = (1, 64)
+SIZES = {
+    "default": {
+        "model": {"hidden_dim": 32, "num_layers": 5, "num_heads": 4, "intermediate_dim": 64},
+        "buckets": {},  # the fast path's defaults
+        "train": 4000,
+        "test": 1024,
+        # Per patch size: pretraining and fine-tuning epochs of 32 steps. After about
+        # 100 fine-tuning steps the gates are near their usage targets.
+        "epochs": {4: (4, 3), 2: (2, 2)},
+        "rounds": {1: 60, 64: 6},
+    },
+    "small": {
+        "model": {"hidden_dim": 16, "num_layers": 2, "num_heads": 2, "intermediate_dim": 32},
+        "buckets": {"token_buckets": 2, "head_buckets": 1},
+        "train": 128,
+        "test": 128,
+        "epochs": {4: (1, 1), 2: (1, 1)},
+        "rounds": {1: 2, 64: 1},
+    },
+}
 
 
 def load_data(train, test):
     """Fashion-MNIST scaled to `[0, 1]`: `((x_train, y_train), (x_test, y_test))`."""
     (x_train, y_train), (x_test, y_test) = load_fashion_mnist(limit=max(train, test))
     return (
-        (x_train[:train].astype("float32") / 255.0, y_train[:train]),
-        (x_test[:test].astype("float32") / 255.0, y_test[:test]),
+        (x_train[:train].astype("float32") / 255.0, y_train[:train].astype("int32")),
+        (x_test[:test].astype("float32") / 255.0, y_test[:test].astype("int32")),
     )
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gamma", type=float, default=0.5)
-    parser.add_argument("--train", type=int, default=3000)
-    parser.add_argument("--test", type=int, default=1000)
-    parser.add_argument("--epochs", type=int, nargs=2, default=[4, 3], help="pretrain, fine-tune")
-    parser.add_argument("--rounds", type=int, nargs=2, default=[100, 8], help="batch 1, batch 64")
-    args = parser.parse_args()
-    (x_train, y_train), (x_test, y_test) = load_data(args.train, args.test)
-    vit = pretrain_vit(x_train, y_train, 10, args.epochs[0], **MODEL)
-    model = finetune_adavit(vit, x_train, y_train, args.gamma, args.epochs[1])
-    fast = model.fast_path()
-    result = fast.run(x_test, batch_size=min(500, len(x_test)))
-    macs = result.macs
-    full_accuracy = float((vit.predict(x_test, verbose=0).argmax(-1) == y_test).mean())
-    accuracy = float((result.outputs.argmax(-1) == y_test).mean())
-    print(f"train {args.train}, test {args.test}, γ={args.gamma}, model {MODEL}")
-    print(
-        f"accuracy: full ViT {full_accuracy:.4f}, AdaViT {accuracy:.4f} "
-        f"({100 * (accuracy - full_accuracy):+.2f} points)"
-    )
-    print(
-        f"MMACs per image: full {fast.full_macs() / 1e6:.3f}, AdaViT {macs.mean() / 1e6:.3f} "
-        f"(ratio {fast.full_macs() / macs.mean():.2f})"
-    )
-    predictors = {
-        "full (XLA)": xla_function(vit),
-        "fast path": lambda batch: fast.run(batch).outputs,
+def measure(patch_size, size, args, data):
+    """Every case of one token count: a list of dicts, one per policy and batch size."""
+    (x_train, y_train), (x_test, y_test) = data
+    pretrain_epochs, finetune_epochs = size["epochs"][patch_size]
+    model = dict(size["model"], patch_size=patch_size)
+    vit = pretrain_vit(x_train, y_train, 10, pretrain_epochs, seed=args.seed, **model)
+    full = finetune_vit(vit, x_train, y_train, finetune_epochs, seed=args.seed)
+    adavit = finetune_adavit(vit, x_train, y_train, args.gamma, finetune_epochs, seed=args.seed)
+    fast = adavit.fast_path(**size["buckets"])
+    full_accuracy = _accuracy(full.predict(x_test, batch_size=256, verbose=0), y_test)
+    policies = {f"learned γ={args.gamma}": None}
+    for rate in args.keep_rates:
+        policies[f"imposed keep {rate}"] = adavit.random_decisions(len(x_test), rate, args.seed)
+    evaluated = {
+        name: fast.run(x_test, decisions, batch_size=max(BATCHES))
+        for name, decisions in policies.items()
     }
-    print(f"{'batch':>5} {'full XLA ms':>12} {'fast path ms':>13} {'XLA/fast':>9}")
-    for batch, rounds in zip((1, 64), args.rounds, strict=True):
-        ms = batch_latency_ms(predictors, x_test, batch, rounds)
-        print(
-            f"{batch:>5} {ms['full (XLA)']:>12.2f} {ms['fast path']:>13.2f} "
-            f"{ms['full (XLA)'] / ms['fast path']:>9.2f}"
-        )
+    tokens = adavit.stem.output.shape[1] - 1
+    print(f"\n{tokens} patches: full ViT accuracy {full_accuracy:.4f}, {model}")
+    cases = []
+    for batch in BATCHES:
+        predictors = {"full (XLA)": xla_function(full)}
+        for name, decisions in policies.items():
+            predictors[name] = _fast_predictor(fast, decisions, batch)
+        ms = batch_latency_ms(predictors, x_test, batch, size["rounds"][batch])
+        for name, result in evaluated.items():
+            case = {
+                "patches": tokens,
+                "patch_size": patch_size,
+                "policy": name,
+                "keep_rate": None if policies[name] is None else float(name.split()[-1]),
+                "batch": batch,
+                "usage": {key: float(np.mean(value)) for key, value in result.decisions.items()},
+                "full_accuracy": full_accuracy,
+                "fast_accuracy": _accuracy(result.outputs, y_test),
+                "full_ms": ms["full (XLA)"],
+                "fast_ms": ms[name],
+                "full_macs": int(fast.full_macs()),
+                "fast_macs": float(result.macs.mean()),
+            }
+            case["accuracy_change_points"] = 100 * (case["fast_accuracy"] - full_accuracy)
+            case["speedup"] = case["full_ms"] / case["fast_ms"]
+            case["mac_ratio"] = case["full_macs"] / case["fast_macs"]
+            _print_case(case)
+            cases.append(case)
+    return cases
+
+
+def _fast_predictor(fast, decisions, batch):
+    """The fast path's compiled call on one batch, with the first `batch` imposed decisions."""
+    compiled = fast.compiled_function(fixed_decisions=decisions is not None)
+    if decisions is None:
+        return compiled
+    fixed = {key: value[:batch].astype("float32") for key, value in decisions.items()}
+    return lambda images: compiled(images, fixed)
+
+
+def _accuracy(probabilities, labels):
+    return float(np.mean(np.argmax(probabilities, -1) == labels))
+
+
+def _print_case(case):
+    print(
+        f"batch {case['batch']:>2} {case['policy']:>20}: accuracy {case['fast_accuracy']:.4f} "
+        f"({case['accuracy_change_points']:+.2f} points), {case['full_ms']:.2f} / "
+        f"{case['fast_ms']:.2f} ms = {case['speedup']:.2f}x faster, "
+        f"MACs {case['mac_ratio']:.2f}x fewer",
+        flush=True,
+    )
+
+
+def main(argv=None):
+    started_at = time.time()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gamma", type=float, default=0.5, help="usage target of the AdaViT")
+    parser.add_argument(
+        "--keep-rates", type=float, nargs="+", default=[0.5, 0.3], help="imposed keep rates"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--small", action="store_true", help="a seconds-long smoke run")
+    parser.add_argument("--output", default="results/benchmarks/adavit.json")
+    args = parser.parse_args(argv)
+    size = SIZES["small" if args.small else "default"]
+    data = load_data(size["train"], size["test"])
+    cases = [case for patch in PATCH_SIZES for case in measure(patch, size, args, data)]
+    settings = {key: value for key, value in size.items() if key not in ("epochs", "rounds")}
+    settings.update(
+        gamma=args.gamma,
+        keep_rates=args.keep_rates,
+        seed=args.seed,
+        small=args.small,
+        epochs={str(patch): epochs for patch, epochs in size["epochs"].items()},
+        rounds={str(batch): rounds for batch, rounds in size["rounds"].items()},
+    )
+    _write(args.output, started_at, {"settings": settings, "cases": cases})
+
+
+def _write(path, started_at, results):
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    meta = run_metadata(started_at, "benchmark")  # before the output file changes
+    with open(path, "w") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=1)
+        f.write("\n")
+    print(f"\nwrote {path}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Models built from keras_attn layers."""
 
-from keras_attn.models.adavit import AdaViT, finetune_adavit, pretrain_vit
+from keras_attn.models.adavit import AdaViT, finetune_adavit, finetune_vit, pretrain_vit
 from keras_attn.models.adavit_fast_path import AdaViTFastPath, FastPathResult
 from keras_attn.models.bert_encoder import build_bert_encoder
 from keras_attn.models.bit_string_classifier import build_bit_string_classifier
@@ -31,5 +31,6 @@ __all__ = [
     "build_t2t_vit",
     "build_vision_transformer",
     "finetune_adavit",
+    "finetune_vit",
     "pretrain_vit",
 ]

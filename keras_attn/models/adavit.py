@@ -230,6 +230,51 @@ class AdaViT(keras.Model):
             for key, values in used.items()
         }  # each (batch, gated_blocks, ...)
 
+    def random_decisions(self, batch, usage, seed=None):
+        """Random decisions at imposed keep rates, in the layout of `decide`.
+
+        Each example keeps, in each gated block, `floor(r·n)` or
+        `floor(r·n) + 1` of the `n` patches (`r` the patch rate, the extra
+        one with probability `r·n − floor(r·n)`), at random positions; heads
+        likewise per block, and the attention and MLP sub-layers likewise
+        over the gated blocks. So every example keeps (almost) the same
+        share, and the mean keep rate of each kind is `r` in expectation:
+        a random policy of a given usage, or a fixed keep rate to time.
+
+        Args:
+            batch: int, number of examples.
+            usage: float in `[0, 1]` for every kind, or a dict with a rate
+                for each of `"patches"`, `"heads"`, `"attention"`, `"mlp"`.
+            seed: optional int, seed of the positions.
+
+        Returns:
+            dict of boolean arrays shaped as `decide` returns them.
+
+        Example:
+
+        >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=32, num_layers=3)
+        >>> decisions = AdaViT(vit).random_decisions(4, 0.5, seed=0)
+        >>> decisions["patches"].shape, int(decisions["patches"][0, 0].sum())
+        ((4, 2, 16), 8)
+        """
+        rates = usage if isinstance(usage, dict) else dict.fromkeys(DECISION_KEYS, usage)
+        for key in DECISION_KEYS:
+            if not 0 <= rates.get(key, -1) <= 1:
+                raise ValueError(
+                    "`usage` must be a rate in [0, 1] or a dict of one per kind "
+                    f"{DECISION_KEYS}. Received: usage={usage!r}"
+                )
+        rng = np.random.default_rng(seed)
+        gated = len(self.blocks) - 1
+        patches = self.stem.output.shape[1] - 1
+        shapes = {
+            "patches": (batch, gated, patches),
+            "heads": (batch, gated, self.num_heads),
+            "attention": (batch, gated),
+            "mlp": (batch, gated),
+        }
+        return {key: _random_keep(shapes[key], rates[key], rng) for key in DECISION_KEYS}
+
     def fast_path(self, **kwargs):
         """An `AdaViTFastPath` that skips the work the decisions leave out.
 
@@ -282,6 +327,14 @@ def _transformer_blocks(backbone):
 
 def _fixed_gates(decisions, index, dtype):
     return {key: ops.cast(decisions[key][:, index], dtype) for key in DECISION_KEYS}
+
+
+def _random_keep(shape, rate, rng):
+    """Booleans of `shape` keeping `floor(rate·n)` or one more of the `n` along the last axis."""
+    count = rate * shape[-1]
+    kept = np.floor(count) + (rng.random(shape[:-1]) < count - np.floor(count))  # shape[:-1]
+    ranks = np.argsort(rng.random(shape), axis=-1).argsort(axis=-1)  # a random order per row
+    return ranks < kept[..., None]
 
 
 def pretrain_vit(x, y, num_classes, epochs, *, seed=0, batch_size=128, learning_rate=1e-3, **vit):
@@ -344,6 +397,39 @@ def finetune_adavit(
     backbone.set_weights(vit.get_weights())
     model = AdaViT(backbone, target_usage=target_usage, seed=seed, **adavit)
     return _fit(model, x, y, epochs, batch_size, learning_rate)
+
+
+def finetune_vit(vit, x, y, epochs, *, seed=0, batch_size=128, learning_rate=1e-3):
+    """A copy of `vit` trained further, the full-model baseline of a fine-tuned `AdaViT`.
+
+    The same recipe as `finetune_adavit` without gates or usage loss:
+    pretraining plus this fine-tuning gives the full ViT the same training
+    budget as the AdaViT fine-tuned from the same pretrained `vit`, which is
+    left unchanged.
+
+    Args:
+        vit: a trained functional ViT, such as `pretrain_vit` returns.
+        x: numpy images.
+        y: integer labels `(n,)`.
+        epochs: int, passes over `(x, y)`.
+        seed: int, seed of the data order.
+        batch_size: int.
+        learning_rate: float, Adam's learning rate.
+
+    Returns:
+        The trained copy, compiled with `jit_compile=True`.
+
+    Example:
+
+    >>> x, y = np.zeros((8, 28, 28), "float32"), np.zeros(8, "int32")
+    >>> vit = pretrain_vit(x, y, 10, epochs=1, patch_size=7, hidden_dim=16, num_layers=2)
+    >>> finetune_vit(vit, x, y, epochs=1) is not vit
+    True
+    """
+    keras.utils.set_random_seed(seed)
+    copy = keras.models.clone_model(vit)
+    copy.set_weights(vit.get_weights())
+    return _fit(copy, x, y, epochs, batch_size, learning_rate)
 
 
 def _fit(model, x, y, epochs, batch_size, learning_rate):

@@ -191,19 +191,34 @@ class AdaViTFastPath(keras.Model):
             raise ValueError(
                 f"`batch_size` must be a positive int. Received: batch_size={batch_size!r}"
             )
-        key = decisions is not None
-        if key not in self._compiled:
-            self._compiled[key] = xla_function(self, return_decisions=True, with_decisions=key)
-        parts = [
-            self._compiled[key](*arguments)
-            for arguments in _padded_batches(images, decisions, batch_size)
-        ]
+        compiled = self.compiled_function(fixed_decisions=decisions is not None)
+        batches = _padded_batches(images, decisions, batch_size)
+        parts = [compiled(*arguments) for arguments in batches]
         outputs = np.concatenate([part[0] for part in parts])[: len(images)]
         used = {
             k: np.concatenate([part[1][k] for part in parts])[: len(images)].astype(bool)
             for k in DECISION_KEYS
         }
         return FastPathResult(outputs, used, self.macs(used))
+
+    def compiled_function(self, fixed_decisions=False):
+        """The XLA-compiled call that `run` uses, made once and cached.
+
+        Args:
+            fixed_decisions: bool; `True` gives the function of
+                `(images, decisions)`, decisions as float32 arrays in the
+                layout of `AdaViT.decide`; `False` lets the gates decide.
+
+        Returns:
+            A function of numpy inputs returning `(outputs, decisions)` as
+            numpy arrays (see `xla_function`); one compilation per batch
+            size.
+        """
+        if fixed_decisions not in self._compiled:
+            self._compiled[fixed_decisions] = xla_function(
+                self, return_decisions=True, with_decisions=fixed_decisions
+            )
+        return self._compiled[fixed_decisions]
 
     def macs(self, decisions):
         """Multiply-accumulates of each example under `decisions`.
@@ -313,6 +328,8 @@ def xla_function(model, **call_kwargs):
 
 def _grouped(branches, x, operands, keys, groups, size, pick):
     """Runs `branches[pick(...)]` on each group of `size` examples sorted by `keys`."""
+    if isinstance(groups, int) and groups == 1:  # a static batch of one group: no sort, no loop
+        return ops.switch(pick(keys, operands), branches, x, *operands)  # (b, L, dim)
     order = ops.argsort(-keys)  # (b,), largest kept count first
     sorted_x = ops.take(x, order, axis=0)  # (b, L, dim)
     sorted_ops = tuple(ops.take(o, order, axis=0) for o in operands)

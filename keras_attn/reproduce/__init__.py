@@ -55,7 +55,7 @@ REPRODUCTIONS = {
         "adavit",
         "AdaViT on Fashion-MNIST: accuracy vs MACs and fast-path latency at several γ.",
         "about 5 minutes (estimate)",
-        "about 30 minutes (estimate)",
+        "about 35 minutes (estimate)",
         "adavit.md",
     ),
     "bsarec": Reproduction(

@@ -1,8 +1,12 @@
 """AdaViT on Fashion-MNIST (Meng et al., CVPR 2022).
 
-Pretrains a small ViT, fine-tunes AdaViT gates at usage targets γ, and
-reports accuracy against measured MACs and measured fast-path latency,
-next to the full model and a random policy at the same usage.
+Per seed, pretrains a small ViT, then fine-tunes it for the same epochs as
+the full ViT (so that the full model gets the same training budget as every
+AdaViT) and as an AdaViT at each usage target γ. Reports, as mean ± std
+over seeds, accuracy, measured MACs and measured fast-path latency (median
+over interleaved rounds, batch 64) of the full ViT, of each AdaViT's learned
+policy and of a random policy with the same measured usage per kind of gate
+on the same fine-tuned model.
 """
 
 import time
@@ -10,43 +14,47 @@ import time
 import numpy as np
 
 from keras_attn.datasets import load_fashion_mnist
-from keras_attn.models import finetune_adavit, pretrain_vit
+from keras_attn.models import finetune_adavit, finetune_vit, pretrain_vit
 from keras_attn.models.adavit_fast_path import xla_function
-from keras_attn.reproduce._run import choose_setting, finish
+from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
 from keras_attn.utils import batch_latency_ms
 
 NAME = "adavit"
 HELP = "AdaViT on Fashion-MNIST: accuracy vs MACs and fast-path latency at several γ."
 
-MODEL = {"patch_size": 4, "hidden_dim": 32, "num_layers": 5, "num_heads": 4, "intermediate_dim": 64}
+MODEL = {"patch_size": 4, "hidden_dim": 32, "num_heads": 4, "intermediate_dim": 64}  # and the setting's num_layers
 SETTINGS = {
     "small": {
-        "train": 512,
-        "test": 256,
+        "train": 256,
+        "test": 128,
+        "seeds": 2,
         "pretrain_epochs": 1,
         "finetune_epochs": 1,
-        "latency_rounds": 3,
-        "latency_batches": 2,
+        "latency_rounds": 2,
+        "num_layers": 2,  # one gated block: quick XLA compilations
     },
     "fast": {
         "train": 3000,
-        "test": 1000,
-        "pretrain_epochs": 4,
-        "finetune_epochs": 3,
-        "latency_rounds": 40,
-        "latency_batches": 4,
+        "test": 1024,
+        "seeds": 1,
+        "pretrain_epochs": 3,
+        "finetune_epochs": 2,
+        "latency_rounds": 10,
+        "num_layers": 5,
     },
     "full": {
-        "train": 15000,
+        "train": 16000,
         "test": 5000,
-        "pretrain_epochs": 6,
-        "finetune_epochs": 3,
-        "latency_rounds": 200,
-        "latency_batches": 10,
+        "seeds": 3,
+        "pretrain_epochs": 8,
+        "finetune_epochs": 4,
+        "latency_rounds": 20,
+        "num_layers": 5,
     },
 }
-LARGE_BATCH = 64
-EVAL_BATCH = 500
+LATENCY_BATCH = 64  # also the evaluation batch: one compiled fast path per policy
+POLICIES = ("learned", "random")
+MEASURES = ("accuracy", "macs", "latency_ms")
 
 
 def add_arguments(parser):
@@ -58,7 +66,7 @@ def add_arguments(parser):
         help="usage targets γ, one fine-tuned model each (default: 0.3 0.5 0.7)",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the weights, gates and data order"
+        "--seeds", type=int, help="Number of seeds N: runs seeds 0..N-1 (overrides the setting)."
     )
 
 
@@ -71,75 +79,105 @@ def load_data(train, test):
     )
 
 
-def random_decisions(usage, like, rng):
-    """Independent random decisions shaped like `like`, keep rate `usage[kind]`."""
-    return {key: rng.random(value.shape) < usage[key] for key, value in like.items()}
-
-
-def usage_of(decisions):
-    """Mean keep rate of each kind of decision."""
-    return {key: float(np.mean(value)) for key, value in decisions.items()}
-
-
 def run(args):
     started_at = time.time()
     size, setting = choose_setting(args, SETTINGS)
-    (x_train, y_train), (x_test, y_test) = load_data(setting["train"], setting["test"])
-    vit = pretrain_vit(x_train, y_train, 10, setting["pretrain_epochs"], seed=args.seed, **MODEL)
-    models = {
-        gamma: finetune_adavit(
-            vit, x_train, y_train, gamma, setting["finetune_epochs"], seed=args.seed
-        )
-        for gamma in args.gammas
-    }
-    fast_paths = {gamma: model.fast_path() for gamma, model in models.items()}
-    reference = next(iter(fast_paths.values()))
-    full_accuracy = _accuracy(vit.predict(x_test, batch_size=500, verbose=0), y_test)
+    seeds = args.seeds or setting["seeds"]
+    data = load_data(setting["train"], setting["test"])
+    runs, examples = [], {}
+    for seed in range(seeds):
+        runs.append(run_seed(seed, args.gammas, setting, data, examples))
     results = {
-        "setting": setting,
-        "model": MODEL,
-        "full_model": {"accuracy": full_accuracy, "macs": reference.full_macs()},
-        "adavit": [],
+        "setting": {**setting, "name": size, "seeds": seeds, "latency_batch": LATENCY_BATCH},
+        "model": {**MODEL, "num_layers": setting["num_layers"]},
+        "gammas": args.gammas,
+        "runs": runs,
+        "summary": summarize(runs),
     }
-    rng = np.random.default_rng(args.seed)
-    batch_size = min(EVAL_BATCH, len(x_test))  # one compiled fast path per policy
-    examples = {}
-    for gamma, fast in fast_paths.items():
-        learned = fast.run(x_test, batch_size=batch_size)
-        usage = usage_of(learned.decisions)
-        random_policy = random_decisions(usage, learned.decisions, rng)
-        random = fast.run(x_test, random_policy, batch_size=batch_size)
-        results["adavit"].append(
-            {
-                "gamma": gamma,
-                "accuracy": _accuracy(learned.outputs, y_test),
-                "macs": float(learned.macs.mean()),
-                "usage": usage,
-                "random_policy": {
-                    "accuracy": _accuracy(random.outputs, y_test),
-                    "macs": float(random.macs.mean()),
-                },
-            }
-        )
-        examples[gamma] = learned.decisions["patches"][:6]
-    results["latency_ms"] = _latency(vit, fast_paths, x_test, setting)
-    figure = _figure(results, x_test[:6], examples)
+    figure = _figure(results, data[1][0][:6], examples)
     _print_summary(results)
     return finish(args, NAME, results, figure, started_at=started_at, setting=size)
 
 
-def _latency(vit, fast_paths, images, setting):
-    predictors = {"full (XLA)": xla_function(vit)}
-    for gamma, fast in fast_paths.items():
-        predictors[f"AdaViT γ={gamma} fast path"] = lambda batch, fast=fast: fast.run(batch).outputs
-    return {
-        f"batch {batch}": batch_latency_ms(predictors, images, batch, rounds)
-        for batch, rounds in (
-            (1, setting["latency_rounds"]),
-            (LARGE_BATCH, setting["latency_batches"]),
-        )
-        if batch <= len(images)
+def run_seed(seed, gammas, setting, data, examples):
+    """One seed: the full ViT and, per γ, the learned and the random policy."""
+    (x_train, y_train), (x_test, y_test) = data
+    epochs = setting["finetune_epochs"]
+    sizes = {**MODEL, "num_layers": setting["num_layers"]}
+    vit = pretrain_vit(x_train, y_train, 10, setting["pretrain_epochs"], seed=seed, **sizes)
+    full = finetune_vit(vit, x_train, y_train, epochs, seed=seed)
+    record = {
+        "seed": seed,
+        "pretrained_accuracy": _accuracy(vit.predict(x_test, batch_size=256, verbose=0), y_test),
+        "full": {"accuracy": _accuracy(full.predict(x_test, batch_size=256, verbose=0), y_test)},
+        "adavit": [],
     }
+    predictors = {"full": xla_function(full)}
+    for gamma in gammas:
+        model = finetune_adavit(vit, x_train, y_train, gamma, epochs, seed=seed)
+        fast = model.fast_path()
+        record["full"]["macs"] = int(fast.full_macs())
+        learned = fast.run(x_test, batch_size=LATENCY_BATCH)
+        usage = _usage(learned.decisions)
+        random = model.random_decisions(len(x_test), usage, seed=seed)
+        chosen = {"learned": learned, "random": fast.run(x_test, random, LATENCY_BATCH)}
+        record["adavit"].append(
+            {
+                "gamma": gamma,
+                **{
+                    policy: {
+                        "accuracy": _accuracy(result.outputs, y_test),
+                        "macs": float(result.macs.mean()),
+                        "usage": _usage(result.decisions),
+                    }
+                    for policy, result in chosen.items()
+                },
+            }
+        )
+        predictors[f"{gamma} learned"] = fast.compiled_function()
+        fixed = {key: value[:LATENCY_BATCH].astype("float32") for key, value in random.items()}
+        predictors[f"{gamma} random"] = _with_decisions(fast.compiled_function(True), fixed)
+        if seed == 0:
+            examples[gamma] = learned.decisions["patches"][:6]
+    latency = batch_latency_ms(predictors, x_test, LATENCY_BATCH, setting["latency_rounds"])
+    record["full"]["latency_ms"] = latency["full"]
+    for entry in record["adavit"]:
+        for policy in POLICIES:
+            entry[policy]["latency_ms"] = latency[f"{entry['gamma']} {policy}"]
+    return record
+
+
+def _with_decisions(compiled, decisions):
+    return lambda images: compiled(images, decisions)
+
+
+def summarize(runs):
+    """Mean ± std over seeds of every model's accuracy, MACs and latency."""
+    summary = {
+        "pretrained_accuracy": mean_and_std([run["pretrained_accuracy"] for run in runs]),
+        "full": {m: mean_and_std([run["full"][m] for run in runs]) for m in MEASURES},
+        "adavit": [],
+    }
+    for index, entry in enumerate(runs[0]["adavit"]):
+        per_seed = [run["adavit"][index] for run in runs]
+        summary["adavit"].append(
+            {"gamma": entry["gamma"]}
+            | {policy: _policy_summary([e[policy] for e in per_seed]) for policy in POLICIES}
+        )
+    return summary
+
+
+def _policy_summary(entries):
+    """Mean ± std of each measure over seeds, and the mean usage per kind."""
+    summary = {m: mean_and_std([entry[m] for entry in entries]) for m in MEASURES}
+    usages = [entry["usage"] for entry in entries]
+    summary["usage"] = {key: float(np.mean([u[key] for u in usages])) for key in usages[0]}
+    return summary
+
+
+def _usage(decisions):
+    """Mean keep rate of each kind of decision."""
+    return {key: float(np.mean(value)) for key, value in decisions.items()}
 
 
 def _accuracy(probabilities, labels):
@@ -153,48 +191,50 @@ def _figure(results, images, examples):
     grid = figure.add_gridspec(2 + len(examples), 6, height_ratios=[3, 0.2] + [1] * len(examples))
     compute_axis = figure.add_subplot(grid[0, :3])
     latency_axis = figure.add_subplot(grid[0, 3:])
-    _plot_compute(compute_axis, results)
-    _plot_latency(latency_axis, results)
+    _plot_against(compute_axis, results["summary"], "macs", 1e-6, "MMACs per image")
+    batch = results["setting"]["latency_batch"]
+    _plot_against(latency_axis, results["summary"], "latency_ms", 1, f"ms per batch of {batch}")
     for row, (gamma, kept) in enumerate(examples.items()):
         for column, image in enumerate(images):
             axis = figure.add_subplot(grid[2 + row, column])
             _plot_policy(axis, image, kept[column])
             if column == 0:
                 axis.set_ylabel(f"γ={gamma}", fontsize=8)
-    figure.suptitle("AdaViT on Fashion-MNIST; bottom: share of gated blocks keeping each patch")
+    seeds = results["setting"]["seeds"]
+    figure.suptitle(
+        f"AdaViT on Fashion-MNIST, mean ± std over {seeds} seeds; "
+        "bottom: share of gated blocks keeping each patch (seed 0)"
+    )
     return figure
 
 
-def _plot_compute(axis, results):
-    runs = results["adavit"]
-    axis.plot([r["macs"] / 1e6 for r in runs], [r["accuracy"] for r in runs], "o-", label="AdaViT")
-    axis.plot(
-        [r["random_policy"]["macs"] / 1e6 for r in runs],
-        [r["random_policy"]["accuracy"] for r in runs],
-        "s--",
-        label="random policy, same usage",
+def _plot_against(axis, summary, measure, scale, label):
+    """Accuracy against `measure` for the full ViT and both policies, error bars over seeds."""
+    for policy, style in (("learned", "o-"), ("random", "s--")):
+        entries = [entry[policy] for entry in summary["adavit"]]
+        axis.errorbar(
+            [e[measure]["mean"] * scale for e in entries],
+            [e["accuracy"]["mean"] for e in entries],
+            xerr=[e[measure]["std"] * scale for e in entries],
+            yerr=[e["accuracy"]["std"] for e in entries],
+            fmt=style,
+            label=f"AdaViT, {policy} policy",
+        )
+    full = summary["full"]
+    axis.errorbar(
+        full[measure]["mean"] * scale,
+        full["accuracy"]["mean"],
+        xerr=full[measure]["std"] * scale,
+        yerr=full["accuracy"]["std"],
+        fmt="k*",
+        markersize=12,
+        label="full ViT (same training budget)",
     )
-    full = results["full_model"]
-    axis.plot(full["macs"] / 1e6, full["accuracy"], "k*", markersize=12, label="full ViT")
-    for r in runs:
-        axis.annotate(f"γ={r['gamma']}", (r["macs"] / 1e6, r["accuracy"]), fontsize=8)
-    axis.set_xlabel("MMACs per image")
-    axis.set_ylabel("test accuracy")
-    axis.legend(fontsize=8)
-
-
-def _plot_latency(axis, results):
-    latency = results["latency_ms"]["batch 1"]
-    runs = results["adavit"]
-    axis.plot(
-        [latency[f"AdaViT γ={r['gamma']} fast path"] for r in runs],
-        [r["accuracy"] for r in runs],
-        "o-",
-        label="AdaViT fast path",
-    )
-    accuracy = results["full_model"]["accuracy"]
-    axis.plot(latency["full (XLA)"], accuracy, "k*", markersize=10, label="full (XLA)")
-    axis.set_xlabel("latency at batch 1 (ms)")
+    for entry in summary["adavit"]:
+        point = entry["learned"]
+        xy = (point[measure]["mean"] * scale, point["accuracy"]["mean"])
+        axis.annotate(f"γ={entry['gamma']}", xy, fontsize=8)
+    axis.set_xlabel(label)
     axis.set_ylabel("test accuracy")
     axis.legend(fontsize=8)
 
@@ -209,13 +249,16 @@ def _plot_policy(axis, image, kept):
 
 
 def _print_summary(results):
-    full = results["full_model"]
-    print(f"full ViT: accuracy {full['accuracy']:.4f}, {full['macs'] / 1e6:.2f} MMACs")
-    for r in results["adavit"]:
-        print(
-            f"γ={r['gamma']}: accuracy {r['accuracy']:.4f}, {r['macs'] / 1e6:.2f} MMACs; "
-            f"random policy {r['random_policy']['accuracy']:.4f}; usage "
-            + ", ".join(f"{key} {value:.2f}" for key, value in r["usage"].items())
+    summary = results["summary"]
+
+    def line(name, entry):
+        return (
+            f"{name}: accuracy {entry['accuracy']['mean']:.4f} ± {entry['accuracy']['std']:.4f}, "
+            f"{entry['macs']['mean'] / 1e6:.2f} MMACs, "
+            f"{entry['latency_ms']['mean']:.2f} ± {entry['latency_ms']['std']:.2f} ms"
         )
-    for batch, times in results["latency_ms"].items():
-        print(f"{batch}: " + ", ".join(f"{name} {ms:.2f} ms" for name, ms in times.items()))
+
+    print(line("full ViT", summary["full"]))
+    for entry in summary["adavit"]:
+        for policy in POLICIES:
+            print(line(f"γ={entry['gamma']} {policy}", entry[policy]))

@@ -348,50 +348,101 @@ def ffn_memories(stem):
     return table
 
 
-def adavit_accuracy(results):
-    data = results("adavit-fast")
-    full = data["full_model"]
-    header = ["model", "test accuracy", "MMACs / image"]
-    header += [f"{kind} usage" for kind in ("patch", "head", "attention", "MLP")]
-    rows = [["full ViT", f"{full['accuracy']:.4f}", f"{full['macs'] / 1e6:.2f}", 1, 1, 1, 1, ""]]
-    for run in data["adavit"]:
-        usage = run["usage"]
-        rows.append(
-            [
-                f"AdaViT γ={run['gamma']}",
-                f"{run['accuracy']:.4f}",
-                f"{run['macs'] / 1e6:.2f} ({full['macs'] / run['macs']:.2f}× less)",
-                *(f"{usage[kind]:.2f}" for kind in ("patches", "heads", "attention", "mlp")),
-                f"{run['random_policy']['accuracy']:.4f}",
-            ]
+def pending_until(stem, command, table):
+    """`table`, or a sentence saying the run is pending while `results/STEM.json` is missing."""
+
+    def render(results):
+        if results.exists(stem):
+            return table(results)
+        return (
+            f"**Pending.** `results/{stem}.json` is not committed yet, so no numbers are "
+            f"stated here: run `{command}`, commit its JSON as `results/{stem}.json` and "
+            "regenerate the docs."
         )
-    return markdown_table(header + ["random policy accuracy (same usage)"], rows)
+
+    return render
 
 
-def adavit_latency(results):
-    latency = results("adavit-fast")["latency_ms"]
-    batches = list(latency)
-    rows = [
-        [name, *(f"{latency[batch][name]:.2f}" for batch in batches)]
-        for name in latency[batches[0]]
+def _target(case, speedup=1.5, points=1.0):
+    met = case["speedup"] >= speedup and case["accuracy_change_points"] >= -points
+    return "met" if met else "**not met**"
+
+
+def adavit_benchmark(results):
+    """Every case of the benchmark: accuracy, latency ratio and MAC ratio side by side."""
+    header = [
+        "patches",
+        "batch",
+        "policy",
+        "usage (patch / head / attention / MLP)",
+        "accuracy, full → fast path",
+        "latency full / fast path (ms)",
+        "latency ratio",
+        "MAC ratio",
+        "≥ 1.5× at ≤ 1 point loss",
     ]
-    return markdown_table(["latency (ms, median)", *batches], rows)
+    rows = [
+        [
+            case["patches"],
+            case["batch"],
+            case["policy"],
+            _usage(case["usage"]),
+            f"{case['full_accuracy']:.4f} → {case['fast_accuracy']:.4f} "
+            f"({case['accuracy_change_points']:+.2f})",
+            f"{case['full_ms']:.2f} / {case['fast_ms']:.2f}",
+            f"**{case['speedup']:.2f}×**",
+            f"{case['mac_ratio']:.2f}×",
+            _target(case),
+        ]
+        for case in results("benchmarks/adavit")["results"]["cases"]
+    ]
+    return markdown_table(header, rows)
 
 
-def adavit_speedup(results):
-    latency = results("adavit-fast")["latency_ms"]
-    batches = list(latency)
-    rows = []
-    for name in latency[batches[0]]:
-        if not name.endswith("fast path"):
-            continue
-        gamma = name.split()[1]
-        for baseline in ("full (XLA)",):
-            rows.append(
-                [f"{gamma} vs {baseline}"]
-                + [f"{latency[b][baseline] / latency[b][name]:.2f}×" for b in batches]
-            )
-    return markdown_table(["speed-up of the fast path over", *batches], rows)
+def _usage(usage):
+    return " / ".join(f"{usage[key]:.2f}" for key in ("patches", "heads", "attention", "mlp"))
+
+
+def _mean_std(entry, scale=1.0, digits=4):
+    return f"{entry['mean'] * scale:.{digits}f} ± {entry['std'] * scale:.{digits}f}"
+
+
+def adavit(stem):
+    """The full ViT and, per γ, both policies: accuracy, MACs and latency over seeds."""
+
+    def table(results):
+        data = results(stem)
+        summary, batch = data["summary"], data["setting"]["latency_batch"]
+        full = summary["full"]
+        header = [
+            "model",
+            "usage (patch / head / attention / MLP)",
+            "test accuracy",
+            "MMACs / image",
+            f"ms / batch of {batch}",
+            "MAC ratio",
+            "latency ratio",
+        ]
+
+        def row(name, entry, usage):
+            return [
+                name,
+                usage,
+                _mean_std(entry["accuracy"]),
+                _mean_std(entry["macs"], 1e-6, 2),
+                _mean_std(entry["latency_ms"], digits=2),
+                f"{full['macs']['mean'] / entry['macs']['mean']:.2f}×",
+                f"{full['latency_ms']['mean'] / entry['latency_ms']['mean']:.2f}×",
+            ]
+
+        rows = [row("full ViT (same training budget)", full, "1 / 1 / 1 / 1")]
+        for entry in summary["adavit"]:
+            for policy in ("learned", "random"):
+                name = f"AdaViT γ={entry['gamma']}, {policy} policy"
+                rows.append(row(name, entry[policy], _usage(entry[policy]["usage"])))
+        return markdown_table(header, rows)
+
+    return table
 
 
 def _mean_std(summary, digits):
@@ -679,9 +730,14 @@ TABLES = {
     "topics-full-minilm": topics_minilm("topics-full"),
     "heads-full-curves": heads_curves("heads-full"),
     "heads-full-throughput": heads_throughput("heads-full"),
-    "adavit-fast-accuracy": adavit_accuracy,
-    "adavit-fast-latency": adavit_latency,
-    "adavit-fast-speedup": adavit_speedup,
+    "adavit-full": pending_until(
+        "adavit-full",
+        "keras-attn reproduce adavit --full --out runs/adavit-full",
+        adavit("adavit-full"),
+    ),
+    "adavit-benchmark": pending_until(
+        "benchmarks/adavit", "python benchmarks/adavit.py", adavit_benchmark
+    ),
     "t2t-vit-benchmark": t2t_benchmark,
     "attention-core-benchmark": attention_core_benchmark,
     "logsparse-benchmark-jax": logsparse_benchmark("jax"),

@@ -49,6 +49,10 @@ class Results:
             self._cache[stem] = json.loads(path.read_text())
         return self._cache[stem]
 
+    def exists(self, stem):
+        """Whether `results/STEM.json` is there."""
+        return (self.folder / f"{stem}.json").exists()
+
     def stems(self):
         """Every result file's stem, `benchmarks/name` for those in subfolders."""
         return sorted(

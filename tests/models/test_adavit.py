@@ -8,6 +8,7 @@ from keras_attn.models import (
     AdaViTFastPath,
     build_vision_transformer,
     finetune_adavit,
+    finetune_vit,
     pretrain_vit,
 )
 from keras_attn.models.adavit_fast_path import xla_function
@@ -249,7 +250,7 @@ def test_usage_loss_by_hand():
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="fit runs on TF here")
-def test_pretrain_then_finetune_leaves_the_vit_unchanged():
+def test_pretrain_then_finetune_adavit_and_vit_leave_the_vit_unchanged():
     images = _images(16)
     labels = np.arange(16) % 3
     vit = pretrain_vit(images, labels, 3, 1, batch_size=8, patch_size=4, hidden_dim=8, num_layers=2)
@@ -259,8 +260,61 @@ def test_pretrain_then_finetune_leaves_the_vit_unchanged():
     assert model.target_usage == (0.4, 0.4, 0.4) and model.gate_bias == 1.0
     assert model.jit_compile and model.backbone is not vit
     assert model.optimizer.iterations.numpy() == 2
+    # The full-model baseline: a copy fine-tuned without gates, for as many epochs.
+    full = finetune_vit(vit, images, labels, 3, batch_size=8)
+    assert full is not vit and full.jit_compile
+    assert full.optimizer.iterations.numpy() == 6  # 3 epochs of 2 batches
+    changed = [not np.array_equal(a, b) for a, b in zip(before, full.get_weights(), strict=True)]
+    assert any(changed)
     for old, new in zip(before, vit.get_weights(), strict=True):
         np.testing.assert_array_equal(old, new)
+
+
+def test_random_decisions_keep_the_imposed_share_per_example():
+    model = _model(depth=4)  # 3 gated blocks, 4 patches, 2 heads
+    decisions = model.random_decisions(500, 0.5, seed=0)
+    assert {k: v.shape for k, v in decisions.items()} == {
+        "patches": (500, 3, 4),
+        "heads": (500, 3, 2),
+        "attention": (500, 3),
+        "mlp": (500, 3),
+    }
+    # 0.5 of 4 patches and of 2 heads: exactly 2 and 1 in every block of every example.
+    np.testing.assert_array_equal(decisions["patches"].sum(-1), 2)
+    np.testing.assert_array_equal(decisions["heads"].sum(-1), 1)
+    # 0.5 of 3 blocks: 1 or 2 per example, 1.5 on average.
+    assert set(np.unique(decisions["attention"].sum(-1))) == {1, 2}
+    assert abs(decisions["mlp"].mean() - 0.5) < 0.03
+    # The positions are random: every patch is kept somewhere, not always the same ones.
+    assert 0.4 < decisions["patches"].mean(axis=(0, 1)).min()
+    rates = {"patches": 0.3, "heads": 1.0, "attention": 0.0, "mlp": 0.7}
+    mixed = model.random_decisions(2000, rates, seed=1)
+    assert mixed["heads"].all() and not mixed["attention"].any()
+    for key in ("patches", "mlp"):
+        assert abs(mixed[key].mean() - rates[key]) < 0.02, key
+    again = model.random_decisions(2000, rates, seed=1)
+    assert all(np.array_equal(mixed[k], again[k]) for k in mixed)
+    with pytest.raises(ValueError, match="Received: usage=1.5"):
+        model.random_decisions(2, 1.5)
+    with pytest.raises(ValueError, match="Received: usage="):
+        model.random_decisions(2, {"patches": 0.5})
+
+
+@needs_xla
+def test_compiled_function_is_cached_and_gives_what_run_gives():
+    model = _model()
+    images = _images(8)
+    fast = _fast(model)
+    decisions = model.random_decisions(8, 0.5, seed=0)
+    compiled = fast.compiled_function(fixed_decisions=True)
+    assert fast.compiled_function(fixed_decisions=True) is compiled
+    assert fast.compiled_function() is not compiled
+    fixed = {key: value.astype("float32") for key, value in decisions.items()}
+    outputs, used = compiled(images, fixed)
+    np.testing.assert_allclose(outputs, fast.run(images, decisions).outputs, atol=1e-6)
+    np.testing.assert_allclose(outputs, _numpy(model(images, decisions=decisions)), atol=1e-5)
+    for key, value in decisions.items():
+        np.testing.assert_array_equal(used[key], value)
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="fit runs on TF here")

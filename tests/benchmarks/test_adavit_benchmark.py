@@ -1,0 +1,61 @@
+"""The AdaViT benchmark's smoke run writes every case, and its docs table reads the file."""
+
+import importlib.util
+import json
+import pathlib
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.utils.docs_table_specs import TABLES
+from keras_attn.utils.docs_tables import Results
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "adavit.py"
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location("adavit_benchmark", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# A tiny model, but still two trainings and eight XLA compilations per token count.
+@pytest.mark.slow
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="One backend is enough.")
+def test_small_run_writes_every_case_and_the_docs_table(tmp_path):
+    benchmark = _benchmark()
+    output = tmp_path / "results" / "benchmarks" / "adavit.json"
+    benchmark.main(["--small", "--keep-rates", "0.5", "--output", str(output)])
+    data = json.loads(output.read_text())
+    assert data["meta"]["setting"] == "benchmark"
+    cases = data["results"]["cases"]
+    policies = ["learned γ=0.5", "imposed keep 0.5"]
+    expected = [(49, 1), (49, 64), (196, 1), (196, 64)]
+    assert [(c["patches"], c["batch"], c["policy"]) for c in cases] == [
+        (patches, batch, policy) for patches, batch in expected for policy in policies
+    ]
+    for case in cases:
+        assert case["full_macs"] > case["fast_macs"] > 0
+        np.testing.assert_allclose(case["mac_ratio"], case["full_macs"] / case["fast_macs"])
+        np.testing.assert_allclose(case["speedup"], case["full_ms"] / case["fast_ms"])
+        change = 100 * (case["fast_accuracy"] - case["full_accuracy"])
+        np.testing.assert_allclose(case["accuracy_change_points"], change)
+        assert set(case["usage"]) == {"patches", "heads", "attention", "mlp"}
+        if case["keep_rate"] is not None:  # 24 or 25 of 49 patches, 98 of 196
+            assert case["usage"]["patches"] == pytest.approx(0.5, abs=0.01)
+            assert case["keep_rate"] == 0.5 and case["usage"]["heads"] == 0.5
+    # The same model and decisions at both batch sizes: the same accuracy and MACs.
+    for first, second in zip(cases[:2], cases[2:4], strict=True):
+        assert (first["fast_accuracy"], first["fast_macs"]) == (
+            second["fast_accuracy"],
+            second["fast_macs"],
+        )
+    rows = TABLES["adavit-benchmark"](Results(tmp_path / "results")).splitlines()[2:]
+    assert len(rows) == len(cases) and rows[0].startswith("| 49 | 1 | learned γ=0.5 |")
+
+
+def test_docs_table_is_pending_without_the_file(tmp_path):
+    text = TABLES["adavit-benchmark"](Results(tmp_path))
+    assert text.startswith("**Pending.**") and "python benchmarks/adavit.py" in text
