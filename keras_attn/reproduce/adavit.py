@@ -22,7 +22,8 @@ from keras_attn.utils import batch_latency_ms
 NAME = "adavit"
 HELP = "AdaViT on Fashion-MNIST: accuracy vs MACs and fast-path latency at several γ."
 
-MODEL = {"patch_size": 4, "hidden_dim": 32, "num_heads": 4, "intermediate_dim": 64}  # and the setting's num_layers
+# The ViT's sizes; its depth is the setting's `num_layers`.
+MODEL = {"patch_size": 4, "hidden_dim": 32, "num_heads": 4, "intermediate_dim": 64}
 SETTINGS = {
     "small": {
         "train": 256,
