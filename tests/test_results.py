@@ -1,5 +1,6 @@
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -32,3 +33,13 @@ def test_finish_run_rejects_a_meta_key_and_unknown_settings(tmp_path):
         finish_run(tmp_path, "demo", {"meta": 1}, started_at=time.time(), setting="full")
     with pytest.raises(ValueError, match="setting='huge'"):
         finish_run(tmp_path, "demo", {}, started_at=time.time(), setting="huge")
+
+
+def test_committed_results_name_no_absolute_path():
+    """A result's command says where it wrote relative to the repository, never a machine path."""
+    paths = sorted(Path("results").rglob("*.json"))
+    assert paths
+    for path in paths:
+        command = json.loads(path.read_text())["meta"]["command"]
+        absolute = [word for word in command.split() if word.startswith("/")]
+        assert absolute == [], f"{path}: {command}"
