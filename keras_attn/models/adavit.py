@@ -422,7 +422,7 @@ def finetune_vit(vit, x, y, epochs, *, seed=0, batch_size=128, learning_rate=1e-
     Example:
 
     >>> x, y = np.zeros((8, 28, 28), "float32"), np.zeros(8, "int32")
-    >>> vit = pretrain_vit(x, y, 10, epochs=1, patch_size=7, hidden_dim=16, num_layers=2)
+    >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=16, num_layers=2)
     >>> finetune_vit(vit, x, y, epochs=1) is not vit
     True
     """

@@ -76,7 +76,7 @@ REPRODUCTIONS = {
         "heads",
         "Head importance and pruning of MiniLM on Bible-section classification (Michel et al.).",
         "about 3 minutes (estimate)",
-        "848 s (measured at load 2.0)",
+        "848 s (measured at load 1.9)",
         "head-pruning.md",
     ),
     "logsparse": Reproduction(
