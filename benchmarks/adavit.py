@@ -21,7 +21,6 @@ results go to `--output` as JSON; `--small` is a seconds-long smoke run.
 """
 
 import argparse
-import json
 import os
 import time
 
@@ -33,7 +32,7 @@ import numpy as np  # noqa: E402
 from keras_attn.datasets import load_fashion_mnist  # noqa: E402
 from keras_attn.models import finetune_adavit, finetune_vit, pretrain_vit  # noqa: E402
 from keras_attn.models.adavit_fast_path import xla_function  # noqa: E402
-from keras_attn.utils import batch_latency_ms, run_metadata  # noqa: E402
+from keras_attn.utils import batch_latency_ms, write_benchmark  # noqa: E402
 
 PATCH_SIZES = (4, 2)  # 49 and 196 patches of a 28x28 image
 BATCHES = (1, 64)
@@ -162,16 +161,7 @@ def main(argv=None):
         epochs={str(patch): epochs for patch, epochs in size["epochs"].items()},
         rounds={str(batch): rounds for batch, rounds in size["rounds"].items()},
     )
-    _write(args.output, started_at, {"settings": settings, "cases": cases})
-
-
-def _write(path, started_at, results):
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    meta = run_metadata(started_at, "benchmark")  # before the output file changes
-    with open(path, "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1)
-        f.write("\n")
-    print(f"\nwrote {path}")
+    write_benchmark(args.output, {"settings": settings, "cases": cases}, started_at=started_at)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ causal pattern with `MultiHeadAttention(..., use_causal_mask=True)`.
 
 import argparse
 import functools
-import json
 import os
 import time
 
@@ -23,7 +22,7 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_attn.layers import MultiHeadSelfAttention  # noqa: E402
-from keras_attn.utils import median_seconds, run_metadata  # noqa: E402
+from keras_attn.utils import median_seconds, write_benchmark  # noqa: E402
 
 
 def forward_backward(call, variables):
@@ -93,12 +92,7 @@ def main():
             )
     names = ("batch", "dim", "heads", "repeats", "min_seconds")
     settings = {name: getattr(args, name) for name in names}
-    os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
-    meta = run_metadata(started_at, "benchmark")  # before the output file changes
-    with open(args.output, "w") as f:
-        json.dump({"meta": meta, "results": {"settings": settings, "rows": rows}}, f, indent=1)
-        f.write("\n")
-    print(f"wrote {args.output}")
+    write_benchmark(args.output, {"settings": settings, "rows": rows}, started_at=started_at)
 
 
 if __name__ == "__main__":

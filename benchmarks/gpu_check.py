@@ -275,11 +275,9 @@ def main():
     ) and not any("error" in report for report in reports)
     print(f"\nall outputs match the CPU: {ok}; wall time {time.time() - started_at:.0f} s")
     if args.output:
-        from keras_attn.utils import run_metadata
+        from keras_attn.utils import write_benchmark
 
-        meta = run_metadata(started_at, "benchmark")  # before the output file changes
-        with open(args.output, "w") as f:
-            json.dump({"meta": meta, "results": {"ok": ok, "reports": reports}}, f, indent=1)
+        write_benchmark(args.output, {"ok": ok, "reports": reports}, started_at=started_at)
     sys.exit(0 if ok else 1)
 
 

@@ -205,7 +205,9 @@ def main():
     results = {"settings": {k: getattr(args, k) for k in ("batch", "dim", "heads", "repeats")}}
     for backend in args.backends:
         results[backend] = run_backend(backend, args, results.get("jax"))
-    _write(args.output, started_at, results)
+    from keras_attn.utils import write_benchmark
+
+    write_benchmark(args.output, results, started_at=started_at)
 
 
 def run_backend(backend, args, jax_results):
@@ -264,17 +266,6 @@ def run_backend(backend, args, jax_results):
             )
         )
     return {**rows, "growth_exponents": exponents}
-
-
-def _write(path, started_at, results):
-    from keras_attn.utils import run_metadata
-
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    meta = run_metadata(started_at, "benchmark")  # before the output file changes
-    with open(path, "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1)
-        f.write("\n")
-    print(f"\nwrote {path}")
 
 
 def _ratio(dense, sparse, key):

@@ -43,3 +43,21 @@ def test_committed_results_name_no_absolute_path():
         command = json.loads(path.read_text())["meta"]["command"]
         absolute = [word for word in command.split() if word.startswith("/")]
         assert absolute == [], f"{path}: {command}"
+
+
+def test_write_benchmark_reads_meta_before_the_file_exists(tmp_path, monkeypatch, capsys):
+    from keras_attn.utils import results as results_module
+
+    path = tmp_path / "nested" / "bench.json"
+    seen = []
+
+    def metadata(started_at, setting):
+        seen.append((path.exists(), setting))
+        return {"setting": setting}
+
+    monkeypatch.setattr(results_module, "run_metadata", metadata)
+    written = results_module.write_benchmark(path, {"ratio": 1.5}, started_at=time.time())
+    assert written == path and seen == [(False, "benchmark")]
+    expected = {"meta": {"setting": "benchmark"}, "results": {"ratio": 1.5}}
+    assert json.loads(path.read_text()) == expected
+    assert f"wrote {path}" in capsys.readouterr().out

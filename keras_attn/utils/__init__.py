@@ -6,7 +6,13 @@ import typing
 if typing.TYPE_CHECKING:  # the same names, for type checkers and the API docs
     from keras_attn.utils.bootstrap import bootstrap_interval
     from keras_attn.utils.macs import count_macs, layer_macs, register_macs
-    from keras_attn.utils.results import finish_run, is_small_run, run_metadata, write_results
+    from keras_attn.utils.results import (
+        finish_run,
+        is_small_run,
+        run_metadata,
+        write_benchmark,
+        write_results,
+    )
     from keras_attn.utils.timing import batch_latency_ms, median_seconds
 
 # Loaded on first use: the layers import `keras_attn.utils.validation`, and
@@ -21,6 +27,7 @@ _EXPORTS = {
     "median_seconds": "timing",
     "register_macs": "macs",
     "run_metadata": "results",
+    "write_benchmark": "results",
     "write_results": "results",
 }
 
@@ -34,6 +41,7 @@ __all__ = [
     "median_seconds",
     "register_macs",
     "run_metadata",
+    "write_benchmark",
     "write_results",
 ]
 

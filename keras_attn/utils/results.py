@@ -105,6 +105,35 @@ def write_results(out_dir, name, results, figure=None):
     return paths
 
 
+def write_benchmark(path, results, *, started_at):
+    """Writes a benchmark's `{"meta": ..., "results": results}` JSON to `path` and says where.
+
+    The `meta` block is read before the file is opened, so a result file
+    inside the repository does not mark its own commit as changed.
+
+    Args:
+        path: the JSON file; its folder is created if missing.
+        results: JSON-serializable dict of the benchmark's figures.
+        started_at: `time.time()` when the benchmark began.
+
+    Returns:
+        The path, as a `pathlib.Path`.
+
+    Example:
+
+    >>> import tempfile, time
+    >>> path = write_benchmark(tempfile.mkdtemp() + "/demo.json", {"ratio": 1.5},
+    ...                        started_at=time.time())  # doctest: +ELLIPSIS
+    wrote .../demo.json
+    """
+    meta = run_metadata(started_at, "benchmark")  # before the output file changes
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
+    print(f"wrote {path}")
+    return path
+
+
 def finish_run(out_dir, name, results, figure=None, *, started_at, setting):
     """Writes a run's results with their `meta` block and says where.
 
