@@ -253,8 +253,8 @@ class AdaViT(keras.Model):
         Example:
 
         >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=32, num_layers=3)
-        >>> decisions = AdaViT(vit).random_decisions(4, 0.5, seed=0)
-        >>> decisions["patches"].shape, int(decisions["patches"][0, 0].sum())
+        >>> patches = AdaViT(vit).random_decisions(4, 0.5, seed=0)["patches"]
+        >>> patches.shape, int(patches[0, 0].sum())  # 8 of 16 patches in each gated block
         ((4, 2, 16), 8)
         """
         rates = usage if isinstance(usage, dict) else dict.fromkeys(DECISION_KEYS, usage)
