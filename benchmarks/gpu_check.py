@@ -1,14 +1,15 @@
 """GPU check of the attention layers: XLA outputs against the CPU, and throughput.
 
-For TensorFlow and JAX (each in a fresh process), in float32 and
+For TensorFlow, JAX and torch (each in a fresh process), in float32 and
 `mixed_bfloat16`:
 
 1. every attention layer of the library (the core with each pattern and
    logit scale, convolutional and LogSparse attention, the transformer
-   block) is compiled with XLA (`jax.jit`, `tf.function(jit_compile=True)`)
-   on the default device, and its output is compared with the same layer,
-   same weights, run in float32 on the CPU (float32 matmuls at full
-   precision; bfloat16 with a bfloat16-sized tolerance);
+   block) is compiled with XLA (`jax.jit`, `tf.function(jit_compile=True)`;
+   torch runs eagerly, as Keras does without `jit_compile`) on the default
+   device, and its output is compared with the same layer, same weights,
+   run in float32 on the CPU (float32 matmuls at full precision, TF32
+   off; bfloat16 with a bfloat16-sized tolerance);
 2. forward+backward steps per second of the core against
    `keras.layers.MultiHeadAttention`, and of `LogSparseAttention` against
    dense causal `MultiHeadAttention`, at L = 8192 to 65,536 (a step that
@@ -31,7 +32,7 @@ import time
 
 import numpy as np
 
-BACKENDS = ("tensorflow", "jax")
+BACKENDS = ("tensorflow", "jax", "torch")
 DTYPES = ("float32", "mixed_bfloat16")
 TOLERANCE = {"float32": 1e-4, "mixed_bfloat16": 5e-2}  # relative to the output's scale
 
@@ -104,19 +105,14 @@ def check_outputs(backend, dtype, args):
 def _on_cpu(backend, call):
     import keras
 
-    if backend == "jax":
-        import jax
-
-        with jax.default_device(jax.devices("cpu")[0]):
-            return keras.ops.convert_to_numpy(call())
-    import tensorflow as tf
-
-    with tf.device("/CPU:0"):
+    with keras.device("cpu:0"):
         return keras.ops.convert_to_numpy(call())
 
 
 def _compiled(backend, layer, training_step=False):
-    """`layer(x)` (or its weight gradients) compiled with XLA."""
+    """`layer(x)` (or its weight gradients) compiled with XLA (eager on torch)."""
+    if backend == "torch":
+        return _torch_eager(layer, training_step)
     if backend == "jax":
         import jax
         import jax.numpy as jnp
@@ -147,6 +143,23 @@ def _compiled(backend, layer, training_step=False):
         return tape.gradient(loss, layer.trainable_variables)
 
     return lambda x: [g.numpy() for g in step(x)]
+
+
+def _torch_eager(layer, training_step):
+    import torch
+
+    if not training_step:
+        return layer
+    weights = [v.value for v in layer.trainable_variables]
+
+    def step(x):
+        loss = torch.sum(torch.square(layer(x).float()))
+        gradients = torch.autograd.grad(loss, weights)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        return gradients
+
+    return step
 
 
 class _Causal:
@@ -188,6 +201,7 @@ def throughput(backend, dtype, args):
     pairs += [("LogSparse", "dense causal MHA", True, length) for length in args.lengths]
     for name, baseline_name, causal, length in pairs:
         x = np.random.default_rng(0).normal(size=(1, length, args.dim)).astype("float32")
+        x = keras.ops.convert_to_tensor(x)  # on the device once, not at every step
         if causal:
             layer = LogSparseAttention(args.heads, key_dim, dtype=dtype)
         else:
@@ -214,6 +228,12 @@ def worker(args):
 
         jax.config.update("jax_default_matmul_precision", "highest")
         device = jax.devices()[0].device_kind
+    elif backend == "torch":
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU"
     else:
         import tensorflow as tf
 

@@ -24,14 +24,17 @@ def _smoke_args():
     )
 
 
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="One backend is enough.")
+@pytest.mark.skipif(
+    keras.backend.backend() == "jax", reason="XLA is covered on TF; JAX compiles slowly here."
+)
 def test_gpu_check_compares_every_layer_and_measures_throughput():
     gpu_check = _gpu_check()
-    rows = gpu_check.check_outputs("tensorflow", "float32", _smoke_args())
+    backend = keras.backend.backend()
+    rows = gpu_check.check_outputs(backend, "float32", _smoke_args())
     names = [name for name, _, _ in gpu_check.layer_configs(True)]
     assert [row["layer"] for row in rows] == names
     assert all(row["ok"] and row["relative_error"] < 1e-5 for row in rows)
-    rates = gpu_check.throughput("tensorflow", "float32", _smoke_args())
+    rates = gpu_check.throughput(backend, "float32", _smoke_args())
     assert [row["length"] for row in rates] == [32, 32]
     assert all(v > 0 for row in rates for v in row["steps_per_second"].values())
 
