@@ -713,6 +713,54 @@ def logsparse_benchmark_targets(results):
     return markdown_table(["target", "JAX + XLA", "TF + XLA"], rows)
 
 
+GPU_CHECK_BACKENDS = (("jax", "JAX + XLA"), ("torch", "torch eager"))
+GPU_CHECK_DTYPES = (("float32", "float32"), ("mixed_bfloat16", "bf16"))
+
+
+def _gpu_check_report(results, backend):
+    return results(f"benchmarks/gpu_check_{backend}")["results"]["reports"][0]
+
+
+def gpu_check_outputs(results):
+    """Largest output error against the CPU, per layer, backend and dtype."""
+    reports = {b: _gpu_check_report(results, b) for b, _ in GPU_CHECK_BACKENDS}
+    columns = [(b, d) for b, _ in GPU_CHECK_BACKENDS for d, _ in GPU_CHECK_DTYPES]
+    errors = {
+        column: {
+            row["layer"]: row["relative_error"]
+            for row in reports[column[0]]["dtypes"][column[1]]["outputs"]
+        }
+        for column in columns
+    }
+    layers = list(errors[columns[0]])
+    rows = [[layer] + [f"{errors[column][layer]:.1e}" for column in columns] for layer in layers]
+    names = dict(GPU_CHECK_BACKENDS) | dict(GPU_CHECK_DTYPES)
+    header = ["layer"] + [f"{names[b]}, {names[d]}" for b, d in columns]
+    return markdown_table(header, rows)
+
+
+def _steps(value):
+    return f"{value:,.1f}" if isinstance(value, float) else "out of memory"
+
+
+def gpu_check_throughput(results):
+    """Forward+backward steps per second of each pair, and their ratio."""
+    rows = []
+    for backend, backend_name in GPU_CHECK_BACKENDS:
+        report = _gpu_check_report(results, backend)
+        for dtype, dtype_name in GPU_CHECK_DTYPES:
+            for row in report["dtypes"][dtype]["throughput"]:
+                (layer, ours), (baseline, theirs) = row["steps_per_second"].items()
+                both = isinstance(ours, float) and isinstance(theirs, float)
+                ratio = f"{ours / theirs:.2f}×" if both else "–"
+                rows.append(
+                    [backend_name, dtype_name, f"{row['length']:,}", f"{layer} / {baseline}"]
+                    + [_steps(ours), _steps(theirs), ratio]
+                )
+    header = ["backend", "dtype", "L", "layer / baseline", "layer (steps/s)"]
+    return markdown_table(header + ["baseline (steps/s)", "ratio"], rows)
+
+
 TABLES = {
     "logsparse-fast": logsparse("logsparse-fast"),
     "logsparse-full": logsparse("logsparse-full"),
@@ -749,4 +797,6 @@ TABLES = {
     "ffn-memories-fast": ffn_memories("ffn-memories-fast"),
     "ffn-memories-full": ffn_memories("ffn-memories-full"),
     "ffn-memories-benchmark": ffn_memories_benchmark,
+    "gpu-check-outputs": gpu_check_outputs,
+    "gpu-check-throughput": gpu_check_throughput,
 }
