@@ -445,10 +445,6 @@ def adavit(stem):
     return table
 
 
-def _mean_std(summary, digits):
-    return f"{summary['mean']:.{digits}f} ± {summary['std']:.{digits}f}"
-
-
 TOPIC_CONFIGURATIONS = {"joint": "joint (all trained)", "official": "official (frozen)"}
 
 
@@ -464,10 +460,10 @@ def topics_end_state(stem):
                 [
                     label,
                     summary["steps"][-1],
-                    _mean_std(finals["value_block_gap"], 2),
-                    _mean_std(finals["attention_same_over_uniform"], 3),
-                    _mean_std(finals["attention_different_over_uniform"], 3),
-                    _mean_std(finals["embedding_gap"], 3),
+                    _mean_std(finals["value_block_gap"], digits=2),
+                    _mean_std(finals["attention_same_over_uniform"], digits=3),
+                    _mean_std(finals["attention_different_over_uniform"], digits=3),
+                    _mean_std(finals["embedding_gap"], digits=3),
                     f"{sum(holds)} / {len(holds)}",
                 ]
             )
@@ -491,7 +487,7 @@ def topics_take_off(stem):
         for configuration, label in TOPIC_CONFIGURATIONS.items():
             for key, take_off in synthetic[configuration]["take_off_step"].items():
                 per_seed = ", ".join(str(step) for step in take_off["per_seed"])
-                rows.append([label, labels[key], _mean_std(take_off, 1), per_seed])
+                rows.append([label, labels[key], _mean_std(take_off, digits=1), per_seed])
         return markdown_table(["Configuration", "Statistic", "Step (mean ± std)", "Per seed"], rows)
 
     return table
