@@ -766,6 +766,11 @@ TABLES = {
     "parity-first-fast": parity("parity-fast"),
     "parity-first-reduced": parity("parity-reduced-full"),
     "parity-reduced-parity-runs": parity_runs("parity-reduced-full", "parity"),
+    "parity-first-full": pending_until(
+        "parity-full",
+        "keras-attn reproduce parity --full --workers 2 --out runs/parity-full",
+        parity("parity-full"),
+    ),
     "mimetic-full": mimetic("mimetic-full"),
     "mimetic-minilm": minilm_diagonals,
     "t2t-full": t2t("t2t-full"),

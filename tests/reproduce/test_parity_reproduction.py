@@ -36,3 +36,23 @@ def test_full_and_small_choose_their_setting_like_every_reproduction(tmp_path, m
         assert outcome["setting"] == expected
         expected_setting = dict(parity.SETTINGS[expected], parity_train_lengths=[])
         assert chosen[-1] == expected_setting  # only FIRST was asked for
+
+
+@pytest.mark.slow
+def test_two_worker_processes_give_the_same_runs_as_one(tmp_path):
+    """The groups train in fresh one-thread processes; every run seeds itself."""
+    outcomes = {}
+    for workers in ("1", "2"):
+        out = tmp_path / workers
+        assert main(["reproduce", "parity", "--workers", workers, "--out", str(out)]) == 0
+        outcomes[workers] = json.loads((out / "parity.json").read_text())["runs"]
+    assert len(outcomes["1"]) == 2  # FIRST at one length, plain and scaled: two groups
+    assert outcomes["2"] == outcomes["1"]
+
+
+def test_workers_below_one_are_refused(tmp_path):
+    args = argparse.Namespace(
+        out=str(tmp_path), full=False, tasks=["first"], train_lengths=None, workers=0
+    )
+    with pytest.raises(ValueError, match="Received: workers=0"):
+        parity.run(args)
