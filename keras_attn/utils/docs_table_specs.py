@@ -448,6 +448,40 @@ def adavit(stem):
 TOPIC_CONFIGURATIONS = {"joint": "joint (all trained)", "official": "official (frozen)"}
 
 
+def adavit_paired(stem):
+    """Per γ, accuracy differences paired by seed: learned − random and learned − full ViT."""
+
+    def table(results):
+        runs = results(stem)["runs"]
+        rows = []
+        for index, entry in enumerate(runs[0]["adavit"]):
+            models = [run["adavit"][index] for run in runs]
+            versus_random = [
+                100 * (m["learned"]["accuracy"] - m["random"]["accuracy"]) for m in models
+            ]
+            versus_full = [
+                100 * (m["learned"]["accuracy"] - run["full"]["accuracy"])
+                for m, run in zip(models, runs, strict=True)
+            ]
+            rows.append(
+                [
+                    f"γ={entry['gamma']}",
+                    ", ".join(f"{value:+.2f}" for value in versus_random),
+                    _points(versus_random),
+                    f"{sum(value > 0 for value in versus_random)}/{len(runs)}",
+                    _points(versus_full),
+                ]
+            )
+        header = ["AdaViT", "learned − random per seed (points)", "mean ± std"]
+        return markdown_table(header + ["seeds learned > random", "learned − full ViT"], rows)
+
+    return table
+
+
+def _points(values):
+    return f"{statistics.mean(values):+.2f} ± {statistics.stdev(values):.2f}"
+
+
 def topics_end_state(stem):
     def table(results):
         synthetic = results(stem)["synthetic"]
@@ -784,6 +818,7 @@ TABLES = {
         "keras-attn reproduce adavit --full --out runs/adavit-full",
         adavit("adavit-full"),
     ),
+    "adavit-full-paired": adavit_paired("adavit-full"),
     "adavit-benchmark": pending_until(
         "benchmarks/adavit", "python benchmarks/adavit.py", adavit_benchmark
     ),
