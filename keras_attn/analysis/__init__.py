@@ -1,5 +1,5 @@
-"""Analysis tools: attention weight products, feed-forward key-value memories and topic
-structure in attention."""
+"""Analysis tools: attention weight products, feed-forward key-value memories, topic
+structure in attention and linear probes."""
 
 from keras_attn.analysis.attention_products import (
     attention_diagonal_statistics,
@@ -16,6 +16,7 @@ from keras_attn.analysis.ffn_memories import (
     value_top_tokens,
     value_vocabulary_distributions,
 )
+from keras_attn.analysis.linear_probe import fit_linear_probe
 from keras_attn.analysis.topic_structure import (
     CONFIGURATIONS,
     TopicCorpus,
@@ -44,6 +45,7 @@ __all__ = [
     "block_gap",
     "build_topic_model",
     "diagonal_statistics",
+    "fit_linear_probe",
     "generate_lda_documents",
     "mask_tokens",
     "memory_coefficients",

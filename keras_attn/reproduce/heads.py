@@ -23,6 +23,7 @@ import time
 import keras
 import numpy as np
 
+from keras_attn.analysis import fit_linear_probe
 from keras_attn.datasets import KJV_SECTIONS, load_kjv_sections
 from keras_attn.pretrained import build_minilm_encoder, load_minilm_weights
 from keras_attn.pruning import (
@@ -210,15 +211,8 @@ class PruningTask:
         )
         features = np.concatenate([encoder.predict_on_batch(x) for x, _ in self.train_batches])
         labels = np.concatenate([y for _, y in self.train_batches])
-        probe = keras.Sequential(
-            [keras.Input((features.shape[-1],)), keras.layers.Dense(len(KJV_SECTIONS))]
-        )
-        probe.compile(
-            keras.optimizers.Adam(0.01),
-            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        )
-        probe.fit(features, labels, epochs=300, batch_size=len(labels), verbose=0)
-        self.classifier.get_layer("probe").set_weights(probe.get_weights())
+        weights = fit_linear_probe(features, labels, len(KJV_SECTIONS), steps=300)
+        self.classifier.get_layer("probe").set_weights(weights)
 
     def evaluate(self, removed=None):
         """Per test verse, `{"correct": bool array, "loss": cross-entropy array}`.
