@@ -805,6 +805,12 @@ TABLES = {
         "keras-attn reproduce parity --full --workers 2 --out runs/parity-full",
         parity("parity-full"),
     ),
+    "parity-full-parity-runs": pending_until(
+        "parity-full",
+        "keras-attn reproduce parity --full --workers 2 --out runs/parity-full",
+        parity_runs("parity-full", "parity"),
+    ),
+    "parity-first-full-learned-positions": parity("parity-full-learned-positions"),
     "mimetic-full": mimetic("mimetic-full"),
     "mimetic-minilm": minilm_diagonals,
     "t2t-full": t2t("t2t-full"),
