@@ -50,8 +50,14 @@ def _assert_equal_runs(result, single, parallel):
     assert result[parallel][-1] < result[parallel][0], "the models did not train"
 
 
-def test_data_parallel_on_jax_equals_one_device():
-    result = _run("jax_scenarios.py", "data_parallel", "--fast-compile")
+@pytest.fixture(scope="module")
+def jax_results():
+    """Both JAX scenarios from one interpreter: starting JAX and Keras costs seconds."""
+    return _run("jax_scenarios.py", "data_parallel", "head_parallel", "--fast-compile")
+
+
+def test_data_parallel_on_jax_equals_one_device(jax_results):
+    result = jax_results
     assert result["devices"] == ["cpu:0", "cpu:1"]
     for name in ("logsparse_forecaster", "vit"):
         run = result["data_parallel"][name]
@@ -71,8 +77,8 @@ def _assert_split(report, convolutional=False):
             assert entry["spec"] == ["model", "None", "None"], (path, entry)
 
 
-def test_head_parallel_equals_unsharded_and_really_shards():
-    result = _run("jax_scenarios.py", "head_parallel", "--fast-compile")["head_parallel"]
+def test_head_parallel_equals_unsharded_and_really_shards(jax_results):
+    result = jax_results["head_parallel"]
     for name in ("bert_encoder", "vit", "bsarec"):
         run = result[name]
         assert run["output_max_abs_difference"] <= TOLERANCE * run["output_max_abs"], (name, run)
