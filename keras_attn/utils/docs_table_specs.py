@@ -743,6 +743,18 @@ def logsparse_benchmark_targets(results):
     return markdown_table(["target", "JAX + XLA", "TF + XLA"], rows)
 
 
+def exact_cross_entropy(results):
+    """Cross-entropy (bits) of each exact model at each length; accuracy everywhere 1 or not."""
+    data = results("benchmarks/exact_cross_entropy")["results"]
+    rows = [
+        [row["task"].upper(), row["model"], *(f"{bits:.4f}" for bits in row["bits"])]
+        + ["1.000" if min(row["accuracy"]) == 1.0 else f"{min(row['accuracy']):.3f}"]
+        for row in data["rows"]
+    ]
+    header = ["task", "model", *(f"n = {n:,}" for n in data["lengths"]), "lowest accuracy"]
+    return markdown_table(header, rows)
+
+
 GPU_CHECK_BACKENDS = (("jax", "JAX + XLA"), ("torch", "torch eager"))
 GPU_CHECK_DTYPES = (("float32", "float32"), ("mixed_bfloat16", "bf16"))
 
@@ -839,6 +851,7 @@ TABLES = {
     "ffn-memories-fast": ffn_memories("ffn-memories-fast"),
     "ffn-memories-full": ffn_memories("ffn-memories-full"),
     "ffn-memories-benchmark": ffn_memories_benchmark,
+    "exact-cross-entropy": exact_cross_entropy,
     "gpu-check-outputs": gpu_check_outputs,
     "gpu-check-throughput": gpu_check_throughput,
 }

@@ -1,0 +1,34 @@
+"""The exact-model cross-entropy script: the paper's values, at a tiny size."""
+
+import importlib.util
+import math
+import pathlib
+
+import keras
+import pytest
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "exact_cross_entropy.py"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("exact_cross_entropy", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="One backend is enough.")
+def test_cross_entropy_against_length_has_the_papers_shape():
+    rows = {(row["task"], row["model"]): row for row in _script().measure([4, 64], strings=8)}
+    assert len(rows) == 6
+    for row in rows.values():
+        assert row["accuracy"] == [1.0, 1.0]
+    # Layer norm, epsilon 0: -log2 sigmoid(sqrt(10)) for PARITY, sqrt(6) for FIRST, at every n.
+    for task, logit in (("parity", math.sqrt(10)), ("first", math.sqrt(6))):
+        expected = math.log2(1 + math.exp(-logit))
+        bits = rows[(task, "layer norm, epsilon 0")]["bits"]
+        assert bits == pytest.approx([expected] * 2, abs=1e-4)
+        # Without layer norm, and with a positive epsilon, it grows towards 1 bit.
+        for model in ("no layer norm", "layer norm, epsilon 1e-5"):
+            short, long = rows[(task, model)]["bits"]
+            assert short < long <= 1.0 + 1e-6
