@@ -1,8 +1,6 @@
 """The AdaViT benchmark's smoke run writes every case, and its docs table reads the file."""
 
-import importlib.util
 import json
-import pathlib
 
 import keras
 import numpy as np
@@ -11,21 +9,12 @@ import pytest
 from keras_attn.utils.docs_table_specs import TABLES
 from keras_attn.utils.docs_tables import Results
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "adavit.py"
-
-
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("adavit_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 # A tiny model, but still two trainings and eight XLA compilations per token count.
 @pytest.mark.slow
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="One backend is enough.")
-def test_small_run_writes_every_case_and_the_docs_table(tmp_path):
-    benchmark = _benchmark()
+def test_small_run_writes_every_case_and_the_docs_table(tmp_path, load_benchmark):
+    benchmark = load_benchmark("adavit")
     output = tmp_path / "results" / "benchmarks" / "adavit.json"
     benchmark.main(["--small", "--keep-rates", "0.5", "--output", str(output)])
     data = json.loads(output.read_text())

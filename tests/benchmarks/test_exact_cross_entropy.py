@@ -1,25 +1,15 @@
 """The exact-model cross-entropy script: the paper's values, at a tiny size."""
 
-import importlib.util
 import math
-import pathlib
 
 import keras
 import pytest
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "exact_cross_entropy.py"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("exact_cross_entropy", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="One backend is enough.")
-def test_cross_entropy_against_length_has_the_papers_shape():
-    rows = {(row["task"], row["model"]): row for row in _script().measure([4, 64], strings=8)}
+def test_cross_entropy_against_length_has_the_papers_shape(load_benchmark):
+    measured = load_benchmark("exact_cross_entropy").measure([4, 64], strings=8)
+    rows = {(row["task"], row["model"]): row for row in measured}
     assert len(rows) == 6
     for row in rows.values():
         assert row["accuracy"] == [1.0, 1.0]

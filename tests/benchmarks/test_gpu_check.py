@@ -1,21 +1,10 @@
 """The GPU check script runs, and catches a wrong layer, at a tiny size on the CPU."""
 
 import argparse
-import importlib.util
-import pathlib
 
 import keras
 import numpy as np
 import pytest
-
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
-
-
-def _gpu_check():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _smoke_args():
@@ -27,8 +16,8 @@ def _smoke_args():
 @pytest.mark.skipif(
     keras.backend.backend() == "jax", reason="XLA is covered on TF; JAX compiles slowly here."
 )
-def test_gpu_check_compares_every_layer_and_measures_throughput():
-    gpu_check = _gpu_check()
+def test_gpu_check_compares_every_layer_and_measures_throughput(load_benchmark):
+    gpu_check = load_benchmark("gpu_check")
     backend = keras.backend.backend()
     rows = gpu_check.check_outputs(backend, "float32", _smoke_args())
     names = [name for name, _, _ in gpu_check.layer_configs(True)]
@@ -40,8 +29,8 @@ def test_gpu_check_compares_every_layer_and_measures_throughput():
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="One backend is enough.")
-def test_gpu_check_flags_a_layer_that_differs_from_the_cpu(monkeypatch):
-    gpu_check = _gpu_check()
+def test_gpu_check_flags_a_layer_that_differs_from_the_cpu(monkeypatch, load_benchmark):
+    gpu_check = load_benchmark("gpu_check")
     compiled = gpu_check._compiled
 
     def broken(backend, layer, training_step=False):
