@@ -14,10 +14,17 @@ median over rounds) at batch 1 and batch 64.
 Each case reports, side by side: the accuracy of the full ViT and of the
 fast path, the latency ratio full / fast path (above 1: the fast path is
 faster) and the MAC ratio full / fast path. The target: at least 1.5x
-faster at both batch sizes at no more than 1 point of accuracy loss. The
+faster at both batch sizes at no more than 1 point of accuracy loss.
+
+Two bounds are measured in the same rounds, from the model's ungated part
+(patch embedding, first block and head, which every policy runs): the
+ceiling, full / ungated part, the ratio if every gated block were skipped
+at no cost; and the ideal ratio of each policy, if the gated blocks took
+time in proportion to the MACs the policy keeps there and deciding cost
+nothing. An imposed keep rate of 0 measures what deciding alone costs. The
 results go to `--output` as JSON; `--small` is a seconds-long smoke run.
 
-    python benchmarks/adavit.py [--gamma 0.5] [--keep-rates 0.5 0.3] [--small]
+    python benchmarks/adavit.py [--gamma 0.5] [--keep-rates 0.5 0.3 0] [--small]
 """
 
 import argparse
@@ -27,6 +34,7 @@ import time
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_attn.datasets import load_fashion_mnist  # noqa: E402
@@ -76,6 +84,7 @@ def measure(patch_size, size, args, data):
     full = finetune_vit(vit, x_train, y_train, finetune_epochs, seed=args.seed)
     adavit = finetune_adavit(vit, x_train, y_train, args.gamma, finetune_epochs, seed=args.seed)
     fast = adavit.fast_path(**size["buckets"])
+    ungated = _ungated_part(adavit)
     full_accuracy = _accuracy(full.predict(x_test, batch_size=256, verbose=0), y_test)
     policies = {f"learned γ={args.gamma}": None}
     for rate in args.keep_rates:
@@ -88,7 +97,7 @@ def measure(patch_size, size, args, data):
     print(f"\n{tokens} patches: full ViT accuracy {full_accuracy:.4f}, {model}")
     cases = []
     for batch in BATCHES:
-        predictors = {"full (XLA)": xla_function(full)}
+        predictors = {"full (XLA)": xla_function(full), "ungated": xla_function(ungated)}
         for name, decisions in policies.items():
             predictors[name] = _fast_predictor(fast, decisions, batch)
         ms = batch_latency_ms(predictors, x_test, batch, size["rounds"][batch])
@@ -110,9 +119,27 @@ def measure(patch_size, size, args, data):
             case["accuracy_change_points"] = 100 * (case["fast_accuracy"] - full_accuracy)
             case["speedup"] = case["full_ms"] / case["fast_ms"]
             case["mac_ratio"] = case["full_macs"] / case["fast_macs"]
+            _add_bounds(case, ms["ungated"], fast.fixed_macs())
             _print_case(case)
             cases.append(case)
     return cases
+
+
+def _ungated_part(adavit):
+    """The part of the model that every policy runs: stem, first block and readout."""
+    images = keras.Input(adavit.stem.input.shape[1:])
+    outputs = adavit.readout(adavit.blocks[0](adavit.stem(images)))  # (batch, classes)
+    return keras.Model(images, outputs, name="ungated_part")
+
+
+def _add_bounds(case, ungated_ms, fixed_macs):
+    """The ceiling and the ideal latency ratio of a case (see the module docstring)."""
+    gated_share = (case["fast_macs"] - fixed_macs) / (case["full_macs"] - fixed_macs)
+    gated_ms = case["full_ms"] - ungated_ms
+    case["ungated_ms"] = ungated_ms
+    case["gated_mac_share"] = gated_share
+    case["ceiling_speedup"] = case["full_ms"] / ungated_ms
+    case["ideal_speedup"] = case["full_ms"] / (ungated_ms + gated_share * gated_ms)
 
 
 def _fast_predictor(fast, decisions, batch):
@@ -133,7 +160,8 @@ def _print_case(case):
         f"batch {case['batch']:>2} {case['policy']:>20}: accuracy {case['fast_accuracy']:.4f} "
         f"({case['accuracy_change_points']:+.2f} points), {case['full_ms']:.2f} / "
         f"{case['fast_ms']:.2f} ms = {case['speedup']:.2f}x faster, "
-        f"MACs {case['mac_ratio']:.2f}x fewer",
+        f"MACs {case['mac_ratio']:.2f}x fewer; ideal {case['ideal_speedup']:.2f}x, "
+        f"ceiling {case['ceiling_speedup']:.2f}x",
         flush=True,
     )
 
@@ -143,7 +171,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gamma", type=float, default=0.5, help="usage target of the AdaViT")
     parser.add_argument(
-        "--keep-rates", type=float, nargs="+", default=[0.5, 0.3], help="imposed keep rates"
+        "--keep-rates",
+        type=float,
+        nargs="+",
+        default=[0.5, 0.3, 0.0],
+        help="imposed keep rates; 0 switches every gated sub-layer off",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--small", action="store_true", help="a seconds-long smoke run")
