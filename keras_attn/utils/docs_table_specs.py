@@ -369,15 +369,17 @@ def _target(case, speedup=1.5, points=1.0):
 
 
 def adavit_benchmark(results):
-    """Every case of the benchmark: accuracy, latency ratio and MAC ratio side by side."""
+    """Every case of the benchmark: accuracy, latency ratio, its bounds and MAC ratio."""
     header = [
         "patches",
         "batch",
         "policy",
         "usage (patch / head / attention / MLP)",
         "accuracy, full → fast path",
-        "latency full / fast path (ms)",
+        "latency full / fast path / ungated part (ms)",
         "latency ratio",
+        "ideal ratio at these MACs",
+        "ceiling",
         "MAC ratio",
         "≥ 1.5× at ≤ 1 point loss",
     ]
@@ -389,8 +391,10 @@ def adavit_benchmark(results):
             _usage(case["usage"]),
             f"{case['full_accuracy']:.4f} → {case['fast_accuracy']:.4f} "
             f"({case['accuracy_change_points']:+.2f})",
-            f"{case['full_ms']:.2f} / {case['fast_ms']:.2f}",
+            f"{case['full_ms']:.2f} / {case['fast_ms']:.2f} / {case['ungated_ms']:.2f}",
             f"**{case['speedup']:.2f}×**",
+            f"{case['ideal_speedup']:.2f}×",
+            f"{case['ceiling_speedup']:.2f}×",
             f"{case['mac_ratio']:.2f}×",
             _target(case),
         ]

@@ -29,6 +29,8 @@ def test_small_run_writes_every_case_and_the_docs_table(tmp_path, load_benchmark
         assert case["full_macs"] > case["fast_macs"] > 0
         np.testing.assert_allclose(case["mac_ratio"], case["full_macs"] / case["fast_macs"])
         np.testing.assert_allclose(case["speedup"], case["full_ms"] / case["fast_ms"])
+        np.testing.assert_allclose(case["ceiling_speedup"], case["full_ms"] / case["ungated_ms"])
+        assert 0 < case["gated_mac_share"] < 1
         change = 100 * (case["fast_accuracy"] - case["full_accuracy"])
         np.testing.assert_allclose(case["accuracy_change_points"], change)
         assert set(case["usage"]) == {"patches", "heads", "attention", "mlp"}
@@ -43,6 +45,15 @@ def test_small_run_writes_every_case_and_the_docs_table(tmp_path, load_benchmark
         )
     rows = TABLES["adavit-benchmark"](Results(tmp_path / "results")).splitlines()[2:]
     assert len(rows) == len(cases) and rows[0].startswith("| 49 | 1 | learned γ=0.5 |")
+
+
+def test_bounds_by_hand(load_benchmark):
+    # 10 of 110 MACs are fixed; the policy keeps 50 of the 100 gated ones.
+    case = {"full_macs": 110, "fast_macs": 60, "full_ms": 10.0}
+    load_benchmark("adavit")._add_bounds(case, ungated_ms=4.0, fixed_macs=10)
+    assert case["gated_mac_share"] == 0.5
+    assert case["ceiling_speedup"] == 2.5  # 10 ms / 4 ms
+    assert case["ideal_speedup"] == pytest.approx(10 / (4 + 0.5 * 6))
 
 
 def test_docs_table_is_pending_without_the_file(tmp_path):
