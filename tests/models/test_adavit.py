@@ -11,7 +11,6 @@ from keras_attn.models import (
     finetune_vit,
     pretrain_vit,
 )
-from keras_attn.models.adavit_fast_path import xla_function
 from keras_attn.testing.adavit_reference import AdaViTNumpyReference
 
 pytestmark = pytest.mark.backend_agnostic
@@ -37,7 +36,7 @@ def _model(gate_bias=0.4, depth=3, **kwargs):
     return model
 
 
-# The fast path compiles with XLA (`xla_function`): TensorFlow and JAX only.
+# The fast path compiles with XLA: TensorFlow and JAX only.
 needs_xla = pytest.mark.skipif(
     keras.backend.backend() == "torch", reason="The fast path compiles with XLA."
 )
@@ -93,50 +92,50 @@ def test_patch_gate_reads_the_normalized_tokens():
     np.testing.assert_array_equal(_numpy(model.gate_values(0, 7.0 * x)["patches"]), patches)
 
 
-@needs_xla
-def test_fast_path_matches_masked_path_with_learned_gates():
+# Every fast-path run on the shared model below uses batches of `BATCH`, so
+# that the module compiles each of its functions (gates, fixed decisions)
+# once per batch size: 8, and 1 for the groups of one example.
+BATCH = 8
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """One model with mixed learned decisions and its fast path, for the module."""
     model = _model()
-    images = _images(13)  # not a multiple of the group size: padded groups
+    return model, _fast(model)
+
+
+@needs_xla
+def test_fast_path_matches_masked_path_with_learned_gates(shared):
+    model, fast = shared
+    images = _images(13)  # batches 8 + 5, and the 5 padded to 8: padded groups
     decisions = model.decide(images)
     for key in ("patches", "heads", "attention", "mlp"):
         assert 0 < decisions[key].mean() < 1, key  # the gates really mix
-    result = _fast(model).run(images)
+    result = fast.run(images, batch_size=BATCH)
     for key, value in decisions.items():
         np.testing.assert_array_equal(result.decisions[key], value)
     np.testing.assert_allclose(result.outputs, _numpy(model(images)), atol=1e-5)
-
-
-@needs_xla
-def test_fast_path_in_padded_batches_of_one_size_gives_the_same_result():
-    model = _model()
-    images = _images(13)
-    fast = _fast(model)
-    decisions = _random_decisions(len(images), 2)
-    for fixed in (None, decisions):
-        whole = fast.run(images, fixed)
-        batched = fast.run(images, fixed, batch_size=5)  # 5 + 5 + 3 padded to 5
-        np.testing.assert_allclose(batched.outputs, whole.outputs, atol=1e-5)
-        assert batched.outputs.shape == (13, 3)
-        for key, value in whole.decisions.items():
-            np.testing.assert_array_equal(batched.decisions[key], value)
-        np.testing.assert_array_equal(batched.macs, whole.macs)
-    if keras.backend.backend() == "tensorflow":  # one trace per batch size: 13 and 5
-        assert fast._compiled[False].compiled.experimental_get_tracing_count() == 2
+    np.testing.assert_array_equal(result.macs, fast.macs(decisions))
+    if keras.backend.backend() == "tensorflow":  # one trace serves both batches
+        assert fast.compiled_function().compiled.experimental_get_tracing_count() == 1
     with pytest.raises(ValueError, match="Received: batch_size=0"):
         fast.run(images, batch_size=0)
 
 
 @needs_xla
-def test_fast_path_matches_masked_path_and_numpy_reference_with_fixed_decisions():
-    model = _model()
-    images = _images()
+def test_fast_path_matches_masked_path_and_numpy_reference_with_fixed_decisions(shared):
+    model, fast = shared
+    images = _images(13)
     decisions = _random_decisions(len(images), 2)
     masked = _numpy(model(images, decisions=decisions))
-    fast = _fast(model)
-    np.testing.assert_allclose(fast.run(images, decisions).outputs, masked, atol=1e-5)
+    result = fast.run(images, decisions, batch_size=BATCH)
+    np.testing.assert_allclose(result.outputs, masked, atol=1e-5)
+    for key, value in decisions.items():
+        np.testing.assert_array_equal(result.decisions[key], value)
     reference, _ = AdaViTNumpyReference(model).predict(images, decisions)
     np.testing.assert_allclose(reference, masked, atol=1e-5)
-    # One example at a time (a group of one) gives the same.
+    # One example at a time (a group of one, no sort) gives the same.
     single = [
         fast.run(images[i : i + 1], {k: v[i : i + 1] for k, v in decisions.items()})
         for i in range(3)
@@ -170,8 +169,8 @@ def test_group_branch_choice():
     assert int(_numpy(fast._pick(with_heads=False)(ops.convert_to_tensor([4.0, 0.0]), ()))) == 2
 
 
-def test_everything_off_passes_tokens_through_the_gated_blocks():
-    model = _model()
+def test_everything_off_passes_tokens_through_the_gated_blocks(shared):
+    model, fast = shared
     images = _images(4)
     off = {
         "patches": np.zeros((4, 2, 4), bool),
@@ -182,33 +181,33 @@ def test_everything_off_passes_tokens_through_the_gated_blocks():
     expected = _numpy(model.readout(model.blocks[0](model.stem(images))))
     np.testing.assert_allclose(_numpy(model(images, decisions=off)), expected, atol=1e-6)
     if keras.backend.backend() != "torch":  # the fast path compiles with XLA
-        np.testing.assert_allclose(_fast(model).run(images, off).outputs, expected, atol=1e-5)
+        result = fast.run(images, off, batch_size=BATCH)
+        np.testing.assert_allclose(result.outputs, expected, atol=1e-5)
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TF compiler IR")
-def test_fast_path_lowers_to_xla_with_conditionals():
+def test_fast_path_lowers_to_xla_with_conditionals(shared):
     import tensorflow as tf
 
-    function = xla_function(_fast(_model()))
-    hlo = function.compiled.experimental_get_compiler_ir(tf.constant(_images(8)))(stage="hlo")
+    function = shared[1].compiled_function().compiled
+    hlo = function.experimental_get_compiler_ir(tf.constant(_images(BATCH)))(stage="hlo")
     assert "conditional" in hlo and "while" in hlo
 
 
-def test_fast_path_saved_model_round_trip(tmp_path):
+def test_fast_path_saved_model_round_trip(tmp_path, shared):
     if keras.backend.backend() not in ("tensorflow", "jax"):
         pytest.skip("SavedModel export runs on the TensorFlow and JAX backends.")
     import tensorflow as tf
 
-    model = _model()
-    fast = _fast(model)
-    images = _images(8)
+    model, fast = shared
+    images = _images(BATCH)
     path = str(tmp_path / "adavit")
     archive = keras.export.ExportArchive()
     archive.track(fast)
     archive.add_endpoint(
         "serve",
         lambda x: fast(x, training=False),
-        [keras.InputSpec(shape=(8, 8, 8), dtype="float32")],
+        [keras.InputSpec(shape=(BATCH, 8, 8), dtype="float32")],
     )
     archive.write_out(path, verbose=False)
     reloaded = tf.saved_model.load(path)
@@ -249,19 +248,33 @@ def test_usage_loss_by_hand():
     assert loss == pytest.approx(2 * 0.0 + 2 * 0.0 + 2 * 0.25**2, rel=1e-5)
 
 
+# One test for the training recipe: each XLA fit of a model compiles for seconds.
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="fit runs on TF here")
-def test_pretrain_then_finetune_adavit_and_vit_leave_the_vit_unchanged():
-    images = _images(16)
-    labels = np.arange(16) % 3
-    vit = pretrain_vit(images, labels, 3, 1, batch_size=8, patch_size=4, hidden_dim=8, num_layers=2)
+def test_recipe_lowers_usage_under_xla_saves_and_leaves_the_vit_unchanged(tmp_path):
+    images = _images(64)
+    labels = np.arange(64) % 3
+    vit = pretrain_vit(
+        images, labels, 3, 1, batch_size=32, patch_size=4, hidden_dim=8, num_layers=2
+    )
     assert vit.output.shape == (None, 3) and vit.optimizer.iterations.numpy() == 2
     before = [w.copy() for w in vit.get_weights()]
-    model = finetune_adavit(vit, images, labels, 0.4, 1, batch_size=8, gate_bias=1.0)
-    assert model.target_usage == (0.4, 0.4, 0.4) and model.gate_bias == 1.0
+    start = AdaViT(vit, gate_bias=1.0, seed=0).decide(images)  # every gate on at first
+    model = finetune_adavit(
+        vit, images, labels, 0.2, 4, batch_size=32, learning_rate=0.05, gate_bias=1.0
+    )
+    assert model.target_usage == (0.2, 0.2, 0.2) and model.gate_bias == 1.0
     assert model.jit_compile and model.backbone is not vit
-    assert model.optimizer.iterations.numpy() == 2
+    assert model.optimizer.iterations.numpy() == 8
+    after = model.decide(images)
+    assert after["heads"].mean() < start["heads"].mean()
+    assert after["mlp"].mean() < start["mlp"].mean()
+    path = str(tmp_path / "adavit.keras")
+    model.save(path)
+    reloaded = keras.models.load_model(path)
+    assert isinstance(reloaded, AdaViT) and reloaded.target_usage == (0.2, 0.2, 0.2)
+    np.testing.assert_allclose(_numpy(reloaded(images)), _numpy(model(images)), atol=1e-6)
     # The full-model baseline: a copy fine-tuned without gates, for as many epochs.
-    full = finetune_vit(vit, images, labels, 3, batch_size=8)
+    full = finetune_vit(vit, images, labels, 3, batch_size=32)
     assert full is not vit and full.jit_compile
     assert full.optimizer.iterations.numpy() == 6  # 3 epochs of 2 batches
     changed = [not np.array_equal(a, b) for a, b in zip(before, full.get_weights(), strict=True)]
@@ -301,11 +314,10 @@ def test_random_decisions_keep_the_imposed_share_per_example():
 
 
 @needs_xla
-def test_compiled_function_is_cached_and_gives_what_run_gives():
-    model = _model()
-    images = _images(8)
-    fast = _fast(model)
-    decisions = model.random_decisions(8, 0.5, seed=0)
+def test_compiled_function_is_cached_and_gives_what_run_gives(shared):
+    model, fast = shared
+    images = _images(BATCH)
+    decisions = model.random_decisions(BATCH, 0.5, seed=0)
     compiled = fast.compiled_function(fixed_decisions=True)
     assert fast.compiled_function(fixed_decisions=True) is compiled
     assert fast.compiled_function() is not compiled
@@ -315,23 +327,6 @@ def test_compiled_function_is_cached_and_gives_what_run_gives():
     np.testing.assert_allclose(outputs, _numpy(model(images, decisions=decisions)), atol=1e-5)
     for key, value in decisions.items():
         np.testing.assert_array_equal(used[key], value)
-
-
-@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="fit runs on TF here")
-def test_xla_fit_lowers_usage_and_save_round_trip(tmp_path):
-    model = AdaViT(_vit(depth=2), target_usage=0.2, gate_bias=1.0, seed=0)
-    images, labels = _images(64), np.arange(64) % 3
-    model.compile(keras.optimizers.Adam(0.05), "sparse_categorical_crossentropy", jit_compile=True)
-    before = {k: v.mean() for k, v in model.decide(images).items()}
-    history = model.fit(images, labels, epochs=4, batch_size=32, verbose=0)
-    after = {k: v.mean() for k, v in model.decide(images).items()}
-    assert model.jit_compile is True and np.isfinite(history.history["loss"]).all()
-    assert after["heads"] < before["heads"] and after["mlp"] < before["mlp"]
-    path = str(tmp_path / "adavit.keras")
-    model.save(path)
-    reloaded = keras.models.load_model(path)
-    assert isinstance(reloaded, AdaViT) and reloaded.target_usage == (0.2, 0.2, 0.2)
-    np.testing.assert_allclose(_numpy(reloaded(images)), _numpy(model(images)), atol=1e-6)
 
 
 def test_bad_arguments():
