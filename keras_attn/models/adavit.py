@@ -359,9 +359,10 @@ def pretrain_vit(x, y, num_classes, epochs, *, seed=0, batch_size=128, learning_
     Example:
 
     >>> x, y = np.zeros((8, 28, 28), "float32"), np.zeros(8, "int32")
-    >>> vit = pretrain_vit(x, y, 10, epochs=1, patch_size=7, hidden_dim=16, num_layers=2)
-    >>> vit.output.shape
-    (None, 10)
+    >>> vit = pretrain_vit(x, y, 10, epochs=2, batch_size=4, patch_size=7, hidden_dim=16,
+    ...                    num_layers=2)
+    >>> vit.output.shape, int(vit.optimizer.iterations)  # 2 epochs of 2 batches
+    ((None, 10), 4)
     """
     keras.utils.set_random_seed(seed)
     vit_model = build_vision_transformer(x.shape[1:], num_classes, **vit)
