@@ -62,11 +62,7 @@ def logsparse_budget(stem):
         for name, chosen in budget["models"].items():
             for decoder, label in LOGSPARSE_DECODERS.items():
                 parts = [data["results"][d]["budget"][name] for d in datasets]
-                cells = [
-                    f"{part[decoder][m]['mean']:.4f} ± {part[decoder][m]['std']:.4f}"
-                    for part in parts
-                    for m in ("R0.5", "R0.9")
-                ]
+                cells = [_mean_std(part[decoder][m]) for part in parts for m in ("R0.5", "R0.9")]
                 rows.append(
                     [
                         LOGSPARSE_MODELS[name],
@@ -96,9 +92,9 @@ def logsparse_budget_paired(stem):
                         sparse[decoder][metric] - dense[decoder][metric]
                         for sparse, dense in zip(logsparse["runs"], full["runs"], strict=True)
                     ]
-                    mean, std = statistics.mean(differences), statistics.stdev(differences)
                     per_seed = ", ".join(f"{d:+.3f}" for d in differences)
-                    rows.append([dataset, label, metric, per_seed, f"{mean:+.3f} ± {std:.3f}"])
+                    mean_std = _mean_std(differences, digits=3, sign="+")
+                    rows.append([dataset, label, metric, per_seed, mean_std])
         header = ["series", "decoder", "metric", "per seed", "mean ± std"]
         return markdown_table(header, rows)
 
@@ -198,8 +194,8 @@ def mimetic(stem):
                 [
                     f"{experiment['train_size']:,}",
                     experiment["position_embedding"],
-                    *(f"{summary[i]['mean']:.4f} ± {summary[i]['std']:.4f}" for i in INITS),
-                    f"**{difference['mean']:+.4f} ± {difference['std']:.4f}**",
+                    *(_mean_std(summary[i]) for i in INITS),
+                    f"**{_mean_std(difference, sign='+')}**",
                     ", ".join(f"{value:+.3f}" for value in difference["per_seed"]),
                 ]
             )
@@ -233,7 +229,7 @@ def t2t(stem):
         for comparison, names in data["comparisons"].items():
             difference = data["summary"]["differences"][comparison]
             paired = (
-                f"**{difference['mean']:+.4f} ± {difference['std']:.4f}** "
+                f"**{_mean_std(difference, sign='+')}** "
                 f"({', '.join(f'{value:+.3f}' for value in difference['per_seed'])})"
             )
             for name in names:
@@ -244,7 +240,7 @@ def t2t(stem):
                         label(sizes),
                         f"{sizes['parameters']:,}",
                         f"{sizes['macs'] / 1e6:.1f}M",
-                        f"{summary['mean']:.4f} ± {summary['std']:.4f}",
+                        _mean_std(summary),
                         ", ".join(f"{value:.4f}" for value in finals),
                         paired if name == names[0] else "",
                     ]
@@ -263,11 +259,7 @@ def bsarec(stem):
             "BSARec": f"BSARec (α = {data['alpha']}, c = {data['cutoff']})",
         }
         rows = [
-            [label]
-            + [
-                f"{data['summary'][name][m]['mean']:.4f} ± {data['summary'][name][m]['std']:.4f}"
-                for m in metrics
-            ]
+            [label] + [_mean_std(data["summary"][name][m]) for m in metrics]
             for name, label in labels.items()
         ]
         return markdown_table(["model", *metrics], rows)
@@ -407,8 +399,11 @@ def _usage(usage):
     return " / ".join(f"{usage[key]:.2f}" for key in ("patches", "heads", "attention", "mlp"))
 
 
-def _mean_std(entry, scale=1.0, digits=4):
-    return f"{entry['mean'] * scale:.{digits}f} ± {entry['std'] * scale:.{digits}f}"
+def _mean_std(entry, scale=1.0, digits=4, sign=""):
+    """`mean ± std` of a `{"mean", "std"}` summary, or of a list of per-seed values."""
+    if not isinstance(entry, dict):
+        entry = {"mean": statistics.mean(entry), "std": statistics.stdev(entry)}
+    return f"{entry['mean'] * scale:{sign}.{digits}f} ± {entry['std'] * scale:.{digits}f}"
 
 
 def adavit(stem):
@@ -471,19 +466,15 @@ def adavit_paired(stem):
                 [
                     f"γ={entry['gamma']}",
                     ", ".join(f"{value:+.2f}" for value in versus_random),
-                    _points(versus_random),
+                    _mean_std(versus_random, digits=2, sign="+"),
                     f"{sum(value > 0 for value in versus_random)}/{len(runs)}",
-                    _points(versus_full),
+                    _mean_std(versus_full, digits=2, sign="+"),
                 ]
             )
         header = ["AdaViT", "learned − random per seed (points)", "mean ± std"]
         return markdown_table(header + ["seeds learned > random", "learned − full ViT"], rows)
 
     return table
-
-
-def _points(values):
-    return f"{statistics.mean(values):+.2f} ± {statistics.stdev(values):.2f}"
 
 
 def topics_end_state(stem):
