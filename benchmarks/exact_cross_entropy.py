@@ -17,11 +17,11 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_attn.datasets import make_bit_strings  # noqa: E402
 from keras_attn.models import (  # noqa: E402
+    bit_string_logits,
     build_exact_first_transformer,
     build_exact_parity_transformer,
 )
@@ -37,12 +37,7 @@ MODELS = {
 
 def cross_entropy_bits(model, tokens, labels, batch_size=8):
     """Mean cross-entropy (bits) of the true labels, and the accuracy."""
-    logits = np.concatenate(
-        [
-            keras.ops.convert_to_numpy(model.predict_on_batch(tokens[i : i + batch_size]))[:, 0]
-            for i in range(0, len(tokens), batch_size)
-        ]
-    )  # (strings,)
+    logits = bit_string_logits(model, tokens, batch_size)  # (strings,)
     signed = np.where(labels > 0.5, logits, -logits)  # positive when right
     return float(np.mean(np.logaddexp(0.0, -signed)) / np.log(2)), float(np.mean(signed > 0))
 

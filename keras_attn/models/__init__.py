@@ -3,7 +3,7 @@
 from keras_attn.models.adavit import AdaViT, finetune_adavit, finetune_vit, pretrain_vit
 from keras_attn.models.adavit_fast_path import AdaViTFastPath, FastPathResult
 from keras_attn.models.bert_encoder import build_bert_encoder
-from keras_attn.models.bit_string_classifier import build_bit_string_classifier
+from keras_attn.models.bit_string_classifier import bit_string_logits, build_bit_string_classifier
 from keras_attn.models.bsarec import build_bsarec, build_sasrec
 from keras_attn.models.decoder_language_model import build_decoder_language_model
 from keras_attn.models.exact_formal_languages import (
@@ -20,6 +20,7 @@ __all__ = [
     "FastPathResult",
     "T2T_VIT_VARIANTS",
     "VIT_VARIANTS",
+    "bit_string_logits",
     "build_bert_encoder",
     "build_bit_string_classifier",
     "build_bsarec",

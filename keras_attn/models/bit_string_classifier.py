@@ -10,6 +10,7 @@ generalising from short to long strings.
 """
 
 import keras
+import numpy as np
 
 from keras_attn.layers import BitStringFeatures, LearnedScalePositions, TransformerBlock
 
@@ -100,3 +101,36 @@ def build_bit_string_classifier(
     cls = x[:, -1] if task == "parity" else x[:, 0]  # (batch, hidden_dim)
     logits = keras.layers.Dense(1, name="output")(cls)
     return keras.Model(tokens, logits, name=name)
+
+
+def bit_string_logits(model, tokens, batch_size=50):
+    """The logits of a bit-string classifier on many strings, a batch at a time.
+
+    Calls `model(batch, training=False)` on consecutive batches, so that long
+    strings never need one call on all of them.
+
+    Args:
+        model: a classifier from int tokens `(batch, n + 1)` to logits
+            `(batch, 1)`, such as `build_bit_string_classifier` or the exact
+            transformers return.
+        tokens: int array `(strings, n + 1)`, as `make_bit_strings` returns.
+        batch_size: int, strings per call.
+
+    Returns:
+        numpy float array `(strings,)`: positive where the model says 1.
+
+    Example:
+
+    >>> model = build_bit_string_classifier("first")
+    >>> bit_string_logits(model, np.array([[2, 1, 0], [2, 0, 0], [2, 1, 1]]), batch_size=2).shape
+    (3,)
+    """
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(
+            f"`batch_size` must be a positive int. Received: batch_size={batch_size!r}"
+        )
+    batches = [
+        keras.ops.convert_to_numpy(model(tokens[start : start + batch_size], training=False))
+        for start in range(0, len(tokens), batch_size)
+    ]  # each (batch, 1)
+    return np.concatenate(batches)[:, 0]  # (strings,)

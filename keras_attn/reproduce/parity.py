@@ -33,7 +33,7 @@ import keras
 import numpy as np
 
 from keras_attn.datasets.bit_strings import make_bit_strings
-from keras_attn.models.bit_string_classifier import build_bit_string_classifier
+from keras_attn.models.bit_string_classifier import bit_string_logits, build_bit_string_classifier
 from keras_attn.reproduce._run import choose_setting, finish
 
 NAME = "parity"
@@ -266,12 +266,7 @@ def restart(model, task, logit_scale, seed, setting):
 def evaluate(model, task, length, setting, seed, chunk=50):
     """Accuracy, share of strings called positive, logit spread and share of positive labels."""
     tokens, labels = make_bit_strings(setting["test_strings"], length, task, seed=10_000 + seed)
-    logits = np.concatenate(
-        [
-            keras.ops.convert_to_numpy(model(tokens[i : i + chunk], training=False))[:, 0]
-            for i in range(0, len(tokens), chunk)
-        ]
-    )
+    logits = bit_string_logits(model, tokens, batch_size=chunk)  # (strings,)
     return {
         "accuracy": float(np.mean((logits > 0) == (labels > 0.5))),
         "positive_share": float(np.mean(logits > 0)),

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from keras_attn.datasets import make_bit_strings
-from keras_attn.models import build_bit_string_classifier
+from keras_attn.models import bit_string_logits, build_bit_string_classifier
 
 
 @pytest.mark.parametrize("task", ["first", "parity"])
@@ -42,6 +42,16 @@ def test_trains_on_first_and_saves(tmp_path):
     np.testing.assert_allclose(
         keras.models.load_model(path)(tokens[:4]), model(tokens[:4]), atol=1e-5
     )
+
+
+def test_logits_in_batches_equal_one_call():
+    model = build_bit_string_classifier("first")
+    tokens, _ = make_bit_strings(7, 6, "first", seed=0)
+    whole = keras.ops.convert_to_numpy(model(tokens, training=False))[:, 0]  # (7,)
+    batched = bit_string_logits(model, tokens, batch_size=3)  # 3 + 3 + 1
+    np.testing.assert_allclose(batched, whole, atol=1e-6)
+    with pytest.raises(ValueError, match="Received: batch_size=0"):
+        bit_string_logits(model, tokens, batch_size=0)
 
 
 def test_bad_arguments():
