@@ -14,6 +14,7 @@ import numpy as np
 from keras_attn.datasets import load_fashion_mnist
 from keras_attn.layers import MultiHeadSelfAttention, PositionEmbedding
 from keras_attn.utils import finish_run, is_small_run
+from keras_attn.utils.training import build_optimizer
 
 
 def add_arguments(parser):
@@ -62,6 +63,7 @@ def run(args):
     )
     print(f"Training on {train_size} Fashion-MNIST images for {epochs} epochs (XLA).")
     start = time.perf_counter()
+    build_optimizer(model)
     history = model.fit(x_train, y_train, epochs=epochs, batch_size=128, validation_split=0.1)
     train_seconds = time.perf_counter() - start
     _, accuracy = model.evaluate(x_test, y_test, batch_size=128, verbose=0)

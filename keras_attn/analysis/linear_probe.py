@@ -3,6 +3,8 @@
 import keras
 import numpy as np
 
+from keras_attn.utils.training import build_optimizer
+
 
 def fit_linear_probe(features, labels, num_classes, steps=300, learning_rate=0.01):
     """Fits a linear softmax classifier on frozen features by full-batch Adam.
@@ -61,6 +63,7 @@ def fit_linear_probe(features, labels, num_classes, steps=300, learning_rate=0.0
         keras.optimizers.Adam(learning_rate),
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     )
+    build_optimizer(probe)
     for _ in range(steps):
         probe.train_on_batch(features, labels)
     return [keras.ops.convert_to_numpy(weight) for weight in probe.layers[-1].weights]

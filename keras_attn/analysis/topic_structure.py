@@ -25,6 +25,7 @@ import keras
 import numpy as np
 
 from keras_attn.layers import MultiHeadSelfAttention
+from keras_attn.utils.training import build_optimizer
 
 PAD_ID = 0
 """Padding token id (masked out of the attention)."""
@@ -566,6 +567,7 @@ def train_topic_model(
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         jit_compile=True,
     )
+    build_optimizer(model)
     callback = TopicStatisticsCallback(probe_tokens, corpus.word_topics, record_steps)
     inputs, targets, weights = mask_tokens(
         corpus.tokens, corpus.vocabulary_size, np.random.default_rng(seed)

@@ -89,6 +89,7 @@ def train_forecaster(
     import keras
 
     from keras_attn.losses import GaussianNegativeLogLikelihood
+    from keras_attn.utils.training import build_optimizer
 
     starts = sample_window_starts(train_end, context + horizon, windows, seed)
     inputs, targets, _ = make_windows(values, covariates, starts, context, horizon)
@@ -98,6 +99,7 @@ def train_forecaster(
         jit_compile=jit_compile,
     )
     start = time.perf_counter()
+    build_optimizer(model)
     history = model.fit(
         inputs, targets, batch_size=batch_size, epochs=epochs, verbose=0, shuffle=True
     )

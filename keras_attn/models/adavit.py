@@ -13,6 +13,7 @@ from keras import ops
 
 from keras_attn.layers import GumbelSigmoidGate, TransformerBlock
 from keras_attn.models.vision_transformer import build_vision_transformer
+from keras_attn.utils.training import build_optimizer
 
 DECISION_KEYS = ("patches", "heads", "attention", "mlp")
 
@@ -397,6 +398,7 @@ def finetune_adavit(
     backbone = keras.models.clone_model(vit)
     backbone.set_weights(vit.get_weights())
     model = AdaViT(backbone, target_usage=target_usage, seed=seed, **adavit)
+    model.build(x.shape)  # its gates, so that the optimizer can be built before `fit`
     return _fit(model, x, y, epochs, batch_size, learning_rate)
 
 
@@ -440,5 +442,6 @@ def _fit(model, x, y, epochs, batch_size, learning_rate):
         metrics=["accuracy"],
         jit_compile=True,
     )
+    build_optimizer(model)
     model.fit(x, y, epochs=epochs, batch_size=batch_size, verbose=0)
     return model

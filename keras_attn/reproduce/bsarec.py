@@ -21,6 +21,7 @@ from keras_attn.recommendation import (
     movielens_100k_split,
 )
 from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
+from keras_attn.utils.training import build_optimizer
 
 NAME = "bsarec"
 HELP = "BSARec vs SASRec next-item recommendation on MovieLens-100K."
@@ -81,6 +82,7 @@ def train_and_test(model, split, epochs, patience, learning_rate, batch_size, ji
         split.valid_inputs, split.valid_targets, split.valid_seen, patience=patience
     )
     start = time.perf_counter()
+    build_optimizer(model)
     history = model.fit(
         split.train_inputs,
         split.train_targets,

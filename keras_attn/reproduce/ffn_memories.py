@@ -26,6 +26,7 @@ from keras_attn.datasets.jane_austen import (
 )
 from keras_attn.models.decoder_language_model import build_decoder_language_model
 from keras_attn.reproduce._run import choose_setting, finish
+from keras_attn.utils.training import build_optimizer
 
 NAME = "ffn-memories"
 HELP = "Key-value memories in the feed-forward layers of a word-level LM on Jane Austen."
@@ -122,6 +123,7 @@ def _train(inputs, next_tokens, config):
         keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=PAD),
         jit_compile=True,
     )
+    build_optimizer(model)
     model.fit(inputs, next_tokens, batch_size=64, epochs=config["epochs"], verbose=0)
     return model
 

@@ -35,6 +35,7 @@ import numpy as np
 from keras_attn.datasets.bit_strings import make_bit_strings
 from keras_attn.models.bit_string_classifier import bit_string_logits, build_bit_string_classifier
 from keras_attn.reproduce._run import choose_setting, finish
+from keras_attn.utils.training import build_optimizer
 
 NAME = "parity"
 HELP = "FIRST/PARITY length generalisation with and without log-length scaled attention."
@@ -214,6 +215,7 @@ def train_and_test(task, train_length, logit_scale, setting):
         jit_compile=True,
         steps_per_execution=min(50, setting["steps"]),
     )
+    build_optimizer(model)
     runs = []
     for seed in range(setting[f"{task}_seeds"]):
         restart(model, task, logit_scale, seed, setting)

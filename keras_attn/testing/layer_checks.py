@@ -26,6 +26,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attn.utils.training import build_optimizer
+
 NEEDS_FOLDER = ("keras_save_load", "saved_model", "fresh_process_reload")
 # Normwise relative error `|mixed - full| / |full|` allowed per output: a few
 # units of each format's rounding (float16 2**-11, bfloat16 2**-8).
@@ -272,6 +274,7 @@ class LayerChecks:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             model.compile(optimizer="sgd", loss="mse", jit_compile=jit_compile)
+            build_optimizer(model)
             history = model.fit(data, target, epochs=1, batch_size=len(target), verbose=0)
         fallbacks = [w for w in caught if "jit_compile" in str(w.message)]
         assert not fallbacks, f"XLA fell back: {fallbacks[0].message}"
@@ -349,6 +352,7 @@ class LayerChecks:
     def _check_training_step(self, model, data):
         before = [ops.convert_to_numpy(w) for w in model.trainable_weights]
         model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=False)
+        build_optimizer(model)
         model.train_on_batch(self._model_args(data), np.ones(self.expected_output_shape))
         after = [ops.convert_to_numpy(w) for w in model.trainable_weights]
         assert all(np.isfinite(w).all() for w in after), "A training step made weights non-finite."
