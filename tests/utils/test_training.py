@@ -1,10 +1,17 @@
-"""fit_with_test_curve: one curve point per epoch, the final accuracy on the whole test set."""
+"""The training helpers: the curve of `fit_with_test_curve`, the recipe's schedule, and
+`build_optimizer`, which makes TensorFlow trace the first training step once."""
 
 import keras
 import numpy as np
+import pytest
 
 from keras_attn.datasets import AugmentedImages
-from keras_attn.utils.training import WARMUP_COSINE_ADAMW, fit_with_test_curve, warmup_cosine_adamw
+from keras_attn.utils.training import (
+    WARMUP_COSINE_ADAMW,
+    build_optimizer,
+    fit_with_test_curve,
+    warmup_cosine_adamw,
+)
 
 
 def test_one_curve_point_per_epoch_and_the_final_accuracy_on_the_test_set():
@@ -44,3 +51,34 @@ def test_warmup_cosine_adamw_rises_over_a_tenth_of_the_steps_then_decays_to_zero
         atol=1e-9,
     )
     assert optimizer.weight_decay == WARMUP_COSINE_ADAMW["weight_decay"]
+
+
+def _traces_of_the_first_fit(prebuilt):
+    """How many times `fit` runs the Python training step: once per trace on TensorFlow."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(keras.optimizers.Adam(0.1), "mse", jit_compile=True)
+    if prebuilt:
+        build_optimizer(model)
+    calls = []
+    step = model.train_step
+    model.train_step = lambda data: calls.append(1) or step(data)
+    model.fit(np.ones((4, 3)), np.zeros((4, 2)), batch_size=2, epochs=2, verbose=0)
+    return len(calls), model.get_weights()
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="tf.function traces")
+def test_build_optimizer_makes_the_first_fit_trace_once_with_the_same_result():
+    traces, weights = _traces_of_the_first_fit(prebuilt=True)
+    default_traces, default_weights = _traces_of_the_first_fit(prebuilt=False)
+    assert (traces, default_traces) == (1, 2)  # 4 steps: the step runs only when traced
+    for built, default in zip(weights, default_weights, strict=True):
+        np.testing.assert_array_equal(built, default)
+
+
+def test_build_optimizer_leaves_an_unbuilt_model_to_fit():
+    model = keras.Sequential([keras.layers.Dense(2)])  # no input shape: no weights yet
+    model.compile("adam", "mse")
+    assert not build_optimizer(model).optimizer.built
+    model.fit(np.ones((4, 3)), np.zeros((4, 2)), verbose=0)  # fit builds both
+    assert model.optimizer.built
