@@ -69,7 +69,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             attention scores and active dropout (and with
             `value_dim == key_dim`), the dense patterns run through
             `keras.ops.dot_product_attention`, which reaches fused (flash,
-            cuDNN) kernels on GPU.
+            cuDNN) kernels on GPU; in float16 on JAX they do not, since XLA
+            on CPU cannot compile that function's float16 products.
         logit_scale: `"none"` or `"log_length"`.
         additive_mask: `None` (default) or a negative float, how masked keys
             are removed. `None` removes them exactly, and a query with no
@@ -385,7 +386,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         """Whether `ops.dot_product_attention` (fused kernels) computes the step."""
         dropout_active = self.dropout > 0 and bool(training)
         exact_mask = self.additive_mask is None
-        return exact_mask and not (scores or dropout_active) and query.shape[-1] == value.shape[-1]
+        # JAX's XLA attention multiplies float16 into float32, a product XLA
+        # on CPU rejects when it compiles (`jit`); the explicit path runs it.
+        jax_float16 = keras.backend.backend() == "jax" and query.dtype == "float16"
+        fusable = exact_mask and not (scores or dropout_active or jax_float16)
+        return fusable and query.shape[-1] == value.shape[-1]
 
     def _fused_attention(self, query, key, value, mask, attention_mask):
         """Dense attention through `ops.dot_product_attention`.

@@ -351,7 +351,9 @@ class LayerChecks:
 
     def _check_training_step(self, model, data):
         before = [ops.convert_to_numpy(w) for w in model.trainable_weights]
-        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile=False)
+        # Compiled as Keras does by default: XLA on JAX (where an eager step
+        # also costs more), a traced step on TensorFlow's CPU, eager on torch.
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse", jit_compile="auto")
         build_optimizer(model)
         model.train_on_batch(self._model_args(data), np.ones(self.expected_output_shape))
         after = [ops.convert_to_numpy(w) for w in model.trainable_weights]

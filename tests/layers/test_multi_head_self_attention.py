@@ -358,6 +358,17 @@ def test_fused_path_under_mixed_precision_matches_the_float32_softmax_path():
     assert_allclose(fused.astype("float32"), explicit.astype("float32"), atol=2e-2, rtol=1e-2)
 
 
+def test_float16_training_step_compiles_on_the_cpu():
+    """JAX's fused attention in float16 does not compile on CPU: the explicit path runs it."""
+    layer = MultiHeadSelfAttention(2, 4, dtype="mixed_float16")
+    inputs = keras.Input((7, 8))
+    model = keras.Model(inputs, layer(inputs))
+    model.compile("sgd", "mse", jit_compile=keras.backend.backend() != "torch")
+    loss = model.train_on_batch(_inputs(), np.zeros((2, 7, 8)))
+    assert model.jit_compile is (keras.backend.backend() != "torch")
+    assert np.isfinite(loss)
+
+
 # Not the default 1 / sqrt(4) = 0.5 of `key_dim=4`.
 QK_SCALE = 1.3
 
