@@ -426,8 +426,13 @@ def finetune_vit(vit, x, y, epochs, *, seed=0, batch_size=128, learning_rate=1e-
 
     >>> x, y = np.zeros((8, 28, 28), "float32"), np.zeros(8, "int32")
     >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=16, num_layers=2)
-    >>> finetune_vit(vit, x, y, epochs=1) is not vit
-    True
+    >>> before = vit.get_weights()
+    >>> full = finetune_vit(vit, x, y, epochs=2, batch_size=4)
+    >>> full is not vit, int(full.optimizer.iterations)  # 2 epochs of 2 batches
+    (True, 4)
+    >>> same = [np.array_equal(a, b) for a, b in zip(before, vit.get_weights())]
+    >>> all(same), all(np.array_equal(a, b) for a, b in zip(before, full.get_weights()))
+    (True, False)
     """
     keras.utils.set_random_seed(seed)
     copy = keras.models.clone_model(vit)

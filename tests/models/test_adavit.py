@@ -8,7 +8,6 @@ from keras_attn.models import (
     AdaViTFastPath,
     build_vision_transformer,
     finetune_adavit,
-    finetune_vit,
 )
 from keras_attn.testing.adavit_reference import AdaViTNumpyReference
 
@@ -247,12 +246,13 @@ def test_usage_loss_by_hand():
     assert loss == pytest.approx(2 * 0.0 + 2 * 0.0 + 2 * 0.25**2, rel=1e-5)
 
 
-# One test for the training recipe: each XLA fit of a model compiles for seconds.
+# One test for the training recipe: each XLA fit of a model compiles for seconds
+# (`pretrain_vit` and `finetune_vit` are trained in their docstring examples).
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="fit runs on TF here")
 def test_recipe_lowers_usage_under_xla_saves_and_leaves_the_vit_unchanged(tmp_path):
     images = _images(64)
     labels = np.arange(64) % 3
-    vit = _vit(depth=2)  # `pretrain_vit` trains it in its docstring example
+    vit = _vit(depth=2)
     before = [w.copy() for w in vit.get_weights()]
     start = AdaViT(vit, gate_bias=1.0, seed=0).decide(images)  # every gate on at first
     model = finetune_adavit(
@@ -269,12 +269,6 @@ def test_recipe_lowers_usage_under_xla_saves_and_leaves_the_vit_unchanged(tmp_pa
     reloaded = keras.models.load_model(path)
     assert isinstance(reloaded, AdaViT) and reloaded.target_usage == (0.2, 0.2, 0.2)
     np.testing.assert_allclose(_numpy(reloaded(images)), _numpy(model(images)), atol=1e-6)
-    # The full-model baseline: a copy fine-tuned without gates, for as many epochs.
-    full = finetune_vit(vit, images, labels, 3, batch_size=32)
-    assert full is not vit and full.jit_compile
-    assert full.optimizer.iterations.numpy() == 6  # 3 epochs of 2 batches
-    changed = [not np.array_equal(a, b) for a, b in zip(before, full.get_weights(), strict=True)]
-    assert any(changed)
     for old, new in zip(before, vit.get_weights(), strict=True):
         np.testing.assert_array_equal(old, new)
 
