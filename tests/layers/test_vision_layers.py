@@ -15,6 +15,7 @@ from keras_attn.layers.sin_cos_position_embedding import sin_cos_table
 from keras_attn.testing import LayerChecks
 from keras_attn.testing.arrays import assert_allclose, assert_array_equal, to_numpy
 from keras_attn.testing.reference import attention_num_params, transformer_block_reference
+from keras_attn.utils.training import build_optimizer
 
 pytestmark = pytest.mark.backend_agnostic
 
@@ -357,6 +358,7 @@ def test_drop_path_trains_under_xla():
     model.compile(optimizer="sgd", loss="mse", jit_compile=jit_compile)
     x = np.random.default_rng(7).normal(size=(32, 3, 8)).astype("float32")
     state = to_numpy(block.drop_path_seed_generator.state)
+    build_optimizer(model)
     history = model.fit(x, np.zeros_like(x), epochs=2, batch_size=8, verbose=0)
     assert model.jit_compile is jit_compile
     assert np.isfinite(history.history["loss"]).all()

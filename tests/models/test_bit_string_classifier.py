@@ -4,6 +4,7 @@ import pytest
 
 from keras_attn.datasets import make_bit_strings
 from keras_attn.models import bit_string_logits, build_bit_string_classifier
+from keras_attn.utils.training import build_optimizer
 
 
 @pytest.mark.parametrize("task", ["first", "parity"])
@@ -35,6 +36,7 @@ def test_trains_on_first_and_saves(tmp_path):
         jit_compile=False,
     )
     tokens, labels = make_bit_strings(256, 8, "first", seed=0)
+    build_optimizer(model)
     history = model.fit(tokens, labels, batch_size=32, epochs=2, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0]
     path = str(tmp_path / "first.keras")
@@ -71,6 +73,7 @@ def test_learned_scale_positions_are_trained_and_reload(tmp_path):
     before = np.asarray(encoding.log_scales).copy()
     model.compile(keras.optimizers.Adam(1e-2), keras.losses.BinaryCrossentropy(from_logits=True))
     tokens, labels = make_bit_strings(64, 10, "parity", seed=0)
+    build_optimizer(model)
     model.fit(tokens, labels, batch_size=16, epochs=1, verbose=0)
     assert not np.allclose(np.asarray(encoding.log_scales), before)  # γ is learned
     path = str(tmp_path / "parity.keras")

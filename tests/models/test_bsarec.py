@@ -7,6 +7,7 @@ import pytest
 from keras_attn.layers import BSARecBlock
 from keras_attn.models import build_bsarec, build_sasrec
 from keras_attn.testing.reference import self_attention_reference
+from keras_attn.utils.training import build_optimizer
 
 erf = np.vectorize(math.erf)
 
@@ -65,6 +66,7 @@ def test_save_load_and_training(tmp_path):
             optimizer="adam",
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         )
+        build_optimizer(model)
         history = model.fit(HISTORY, np.array([16, 23]), epochs=1, verbose=0)
         assert np.isfinite(history.history["loss"]).all()
 

@@ -4,6 +4,7 @@ import pytest
 
 from keras_attn.layers import MultiHeadSelfAttention, TransformerBlock
 from keras_attn.models import build_decoder_language_model
+from keras_attn.utils.training import build_optimizer
 
 
 def test_causal_trains_and_saves(tmp_path):
@@ -27,6 +28,7 @@ def test_causal_trains_and_saves(tmp_path):
         keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0),
         jit_compile=True,
     )
+    build_optimizer(model)
     history = model.fit(inputs, targets, epochs=3, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0]
     path = str(tmp_path / "lm.keras")

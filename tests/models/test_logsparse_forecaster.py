@@ -8,6 +8,7 @@ from keras_attn.layers import ConvolutionalSelfAttention, LogSparseAttention, Tr
 from keras_attn.losses import GaussianNegativeLogLikelihood
 from keras_attn.metrics import RhoRisk
 from keras_attn.models import build_logsparse_forecaster
+from keras_attn.utils.training import build_optimizer
 
 
 def test_gaussian_nll_matches_the_formula():
@@ -166,6 +167,7 @@ def _fit(model, jit_compile, epochs):
         metrics=[RhoRisk(0.5), RhoRisk(0.9)],
         jit_compile=jit_compile,
     )
+    build_optimizer(model)
     history = model.fit(inputs, targets, epochs=epochs, batch_size=16, verbose=0)
     assert model.jit_compile is jit_compile
     return inputs, targets, history.history

@@ -5,6 +5,7 @@ import pytest
 from keras_attn.layers import T2TModule, TokenPerformer, TokenTransformer
 from keras_attn.models import T2T_VIT_VARIANTS, build_t2t_vit, build_vision_transformer
 from keras_attn.utils import count_macs
+from keras_attn.utils.training import build_optimizer
 
 # Paper, Table 2 and 4: parameters (millions) and MACs (billions) at 224 px, 1000 classes.
 PAPER = {
@@ -94,6 +95,7 @@ def test_small_model_trains_under_xla_and_saves(tmp_path):
     images = rng.normal(size=(32, 12, 12)).astype("float32")
     labels = (images[:, :6].mean((1, 2)) > 0).astype("int32")
     model.compile(keras.optimizers.Adam(3e-3), "sparse_categorical_crossentropy", jit_compile=True)
+    build_optimizer(model)
     history = model.fit(images, labels, epochs=3, batch_size=16, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0]
     path = str(tmp_path / "t2t.keras")

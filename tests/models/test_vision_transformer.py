@@ -4,6 +4,7 @@ import pytest
 
 from keras_attn.layers import MultiHeadSelfAttention
 from keras_attn.models import VIT_VARIANTS, build_vision_transformer
+from keras_attn.utils.training import build_optimizer
 
 # DeiT, Table 1 (ViT-Ti/S/B, patch 16, 224 px): width, heads, parameters in millions.
 PAPER = {"vit_tiny": (192, 3, 5), "vit_small": (384, 6, 22), "vit_base": (768, 12, 86)}
@@ -40,6 +41,7 @@ def test_builds_trains_and_saves(position_embedding, tmp_path):
     if position_embedding == "learned":
         labels = (images[:, :8].mean((1, 2)) > 0).astype("int32")
         model.compile("adam", "sparse_categorical_crossentropy", jit_compile=True)
+        build_optimizer(model)
         history = model.fit(images, labels, epochs=3, batch_size=16, verbose=0)
         assert history.history["loss"][-1] < history.history["loss"][0]
         assert model.jit_compile is True
