@@ -13,6 +13,7 @@ import keras
 import numpy as np
 
 from keras_attn.layers import BitStringFeatures, LearnedScalePositions, TransformerBlock
+from keras_attn.utils.validation import check_int
 
 LOGIT_SCALES = ("none", "log_length")
 POSITIONS = ("fixed", "learned_scale")
@@ -125,10 +126,7 @@ def bit_string_logits(model, tokens, batch_size=50):
     >>> bit_string_logits(model, np.array([[2, 1, 0], [2, 0, 0], [2, 1, 1]]), batch_size=2).shape
     (3,)
     """
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(
-            f"`batch_size` must be a positive int. Received: batch_size={batch_size!r}"
-        )
+    batch_size = check_int("batch_size", batch_size)
     batches = [
         keras.ops.convert_to_numpy(model(tokens[start : start + batch_size], training=False))
         for start in range(0, len(tokens), batch_size)

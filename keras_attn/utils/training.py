@@ -50,8 +50,7 @@ def build_optimizer(model):
     Without a distribution strategy, Keras on TensorFlow creates them inside
     the first training step, so `tf.function` traces that step twice: once
     to create them and once to run. Built beforehand, the step is traced
-    once, which shortens a first `fit` by about 0.8 s under XLA and 2 s
-    without it (a ViT of 2 blocks on 2 CPU cores). JAX and torch build the
+    once, which saves a trace in the first `fit`. JAX and torch build the
     optimizer before the first step anyway. A model whose weights do not
     exist yet (a subclassed model never called) is left alone: the
     optimizer needs all of them.
