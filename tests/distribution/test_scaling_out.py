@@ -3,7 +3,8 @@
 Each scenario file runs in a fresh interpreter, since the number of devices
 is fixed when JAX or TensorFlow starts: JAX gets 2 virtual CPU devices
 (`XLA_FLAGS=--xla_force_host_platform_device_count=2`), TensorFlow 2
-logical CPUs. Float tolerance: float32 runs whose reductions are split
+logical CPUs. The scenarios compile with the suite's XLA flags
+(`conftest.py`). Float tolerance: float32 runs whose reductions are split
 across devices, so sums are added in another order; differences are
 rounding, about 1e-7 relative, and the bound is 1e-5 relative to the
 largest value compared.
@@ -29,7 +30,6 @@ MODEL_PARALLEL_KERNELS = 6  # query, key, value, attention_output, two MLP kerne
 
 def _run(script, *args):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    env.pop("XLA_FLAGS", None)
     result = subprocess.run(
         [sys.executable, str(HERE / script), *args],
         capture_output=True,
@@ -53,7 +53,7 @@ def _assert_equal_runs(result, single, parallel):
 @pytest.fixture(scope="module")
 def jax_results():
     """Both JAX scenarios from one interpreter: starting JAX and Keras costs seconds."""
-    return _run("jax_scenarios.py", "data_parallel", "head_parallel", "--fast-compile")
+    return _run("jax_scenarios.py", "data_parallel", "head_parallel")
 
 
 def test_data_parallel_on_jax_equals_one_device(jax_results):
