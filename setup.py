@@ -1,6 +1,34 @@
-"""Packaging for keras_attn."""
+"""Packaging for keras_attn.
+
+The extras give compatible version ranges; `constraints.txt` pins the exact
+versions the tests run with (`bash scripts/setup.sh` installs with it).
+"""
+
+import pathlib
+import re
 
 from setuptools import find_packages, setup
+
+ROOT = pathlib.Path(__file__).parent
+REPOSITORY = "https://github.com/keras-attn/keras-attn"
+
+
+def read_version():
+    """`__version__` of `keras_attn/__init__.py`, read without importing the package (or Keras)."""
+    source = (ROOT / "keras_attn" / "__init__.py").read_text(encoding="utf-8")
+    return re.search(r'^__version__ = "([^"]+)"$', source, re.MULTILINE).group(1)
+
+
+def long_description():
+    """The README, its relative links made absolute so that they work on a package index."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    return re.sub(r"\]\((?!https?://|#)([^)]+)\)", rf"]({REPOSITORY}/blob/main/\1)", readme)
+
+
+# Backends: ranges Keras 3.15 works with, up to the next major release.
+TENSORFLOW = ">=2.20,<3"
+JAX = "jax>=0.8.1,<1"
+TORCH = "torch>=2.9,<3"
 
 REPRODUCE = [
     "matplotlib",
@@ -15,31 +43,56 @@ REPRODUCE = [
 
 setup(
     name="keras-attn",
-    version="0.1.0",
+    version=read_version(),
     description="Self-attention layers, initializers, models and analysis tools for Keras 3.",
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=long_description(),
     long_description_content_type="text/markdown",
-    license="Apache-2.0",
-    python_requires=">=3.10",
+    author="The keras_attn Authors",
+    url=REPOSITORY,
+    project_urls={
+        "Documentation": f"{REPOSITORY}/tree/main/docs",
+        "Source": REPOSITORY,
+        "Changelog": f"{REPOSITORY}/blob/main/CHANGELOG.md",
+        "Issues": f"{REPOSITORY}/issues",
+    },
+    license_expression="Apache-2.0",
+    license_files=["LICENSE"],
+    classifiers=[
+        "Development Status :: 3 - Alpha",
+        "Intended Audience :: Developers",
+        "Intended Audience :: Science/Research",
+        "Operating System :: POSIX :: Linux",
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3 :: Only",
+        "Programming Language :: Python :: 3.11",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "Topic :: Software Development :: Libraries :: Python Modules",
+    ],
+    # Keras 3.15 (and JAX since 0.7) needs Python 3.11 or later.
+    python_requires=">=3.11",
     packages=find_packages(include=["keras_attn", "keras_attn.*"]),
     py_modules=["keras_attn_cli"],
     include_package_data=True,
+    package_data={"keras_attn": ["py.typed"]},
     # A layer library: Keras and NumPy only. Pick a backend with an extra.
     install_requires=["keras>=3.15,<4", "numpy>=2"],
     extras_require={
-        "tensorflow": ["tensorflow-cpu==2.21.*"],
-        "tensorflow-gpu": ["tensorflow[and-cuda]==2.21.*"],
-        "jax": ["jax==0.10.2"],
-        "torch": ["torch==2.13.0"],
+        # `tensorflow` and `tensorflow-cpu` both provide the `tensorflow` module:
+        # take the extra that matches the one you have, or none.
+        "tensorflow": [f"tensorflow{TENSORFLOW}"],
+        "tensorflow-cpu": [f"tensorflow-cpu{TENSORFLOW}"],
+        "tensorflow-gpu": [f"tensorflow[and-cuda]{TENSORFLOW}"],
+        "jax": [JAX],
+        "torch": [TORCH],
         # Reading the pretrained MiniLM checkpoint (`keras_attn.pretrained`).
         "pretrained": ["safetensors"],
         # Data loaders, plots, the tour and the paper reproductions.
         "reproduce": REPRODUCE,
         # Everything the test matrix (TensorFlow, JAX, torch), the linter and the docs need.
         "dev": [
-            "tensorflow-cpu==2.21.*",
-            "jax==0.10.2",
-            "torch==2.13.0",
+            f"tensorflow-cpu{TENSORFLOW}",
+            JAX,
+            TORCH,
             *REPRODUCE,
             "pytest",
             "pytest-xdist",

