@@ -14,6 +14,9 @@ __version__ = "0.1.0"
 # `keras-attn --help` answers without importing Keras; the command it then
 # runs imports what it needs.
 if os.environ.get("_KERAS_ATTN_DEFER_IMPORTS") != "1":
+    from keras_attn._optional import import_keras
+
+    import_keras()  # names the installed backends when Keras' one is missing
     from keras_attn import distribution, initializers, layers, losses, metrics, models
 
 __all__ = ["distribution", "initializers", "layers", "losses", "metrics", "models", "__version__"]

@@ -60,3 +60,54 @@ def missing_modules(extra):
     import importlib.util
 
     return [name for name in EXTRA_MODULES[extra] if importlib.util.find_spec(name) is None]
+
+
+BACKENDS = ("tensorflow", "jax", "torch")
+"""The Keras backends keras_attn is tested on; each one's module has the backend's name."""
+
+
+def import_keras():
+    """Imports Keras, or says which backend is missing and how to choose another.
+
+    Keras imports the backend that `KERAS_BACKEND` names, else the one in
+    `~/.keras/keras.json`, else TensorFlow, so on an install without
+    TensorFlow a plain `import keras` fails with "No module named
+    'tensorflow'". This turns that into a message that names the installed
+    backends and `KERAS_BACKEND`.
+
+    Returns:
+        The `keras` module.
+
+    Raises:
+        ModuleNotFoundError: if the chosen backend is not installed.
+    """
+    try:
+        import keras
+    except ModuleNotFoundError as error:
+        if error.name not in BACKENDS:
+            raise
+        installed = [name for name in BACKENDS if name != error.name and _installed(name)]
+        choose = (
+            f"Choose an installed one ({', '.join(installed)}) with e.g. "
+            f"`KERAS_BACKEND={installed[0]}`, or"
+            if installed
+            else "No Keras backend is installed:"
+        )
+        raise ModuleNotFoundError(
+            f"Keras is set to the {error.name!r} backend (the `KERAS_BACKEND` environment "
+            'variable, else "backend" in ~/.keras/keras.json, else TensorFlow), but '
+            f"`{error.name}` is not installed. {choose} install it with "
+            f'`pip install "keras-attn[{error.name}]"`.',
+            name=error.name,
+        ) from error
+    return keras
+
+
+def _installed(module):
+    """Whether `module` can be found, without importing it."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False

@@ -40,10 +40,10 @@ def build_row_classifier(num_classes=10, hidden_dim=64, num_heads=4, rows=28, co
 
 
 def run(args):
-    import tensorflow as tf
-
     if keras.backend.backend() != "tensorflow":
         raise SystemExit("The tour exports a SavedModel: run it with KERAS_BACKEND=tensorflow.")
+    import tensorflow as tf
+
     started_at = time.time()
     keras.utils.set_random_seed(args.seed)
     # Small: 1,152 training and 128 validation images and 1,024 test images, all

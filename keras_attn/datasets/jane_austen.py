@@ -24,6 +24,7 @@ import zlib
 
 import numpy as np
 
+from keras_attn._optional import require
 from keras_attn.datasets._files import data_dir
 from keras_attn.datasets.errors import DatasetNotFoundError
 
@@ -72,6 +73,7 @@ def load_jane_austen(books=None, path=None):
     Raises:
         DatasetNotFoundError: if the R data files are not found.
         ValueError: if a book name is unknown or a file is malformed.
+        ImportError: if rdata (the `reproduce` extra) is not installed.
 
     Example:
 
@@ -159,7 +161,7 @@ def _data_dir(path):
 
 
 def _parse_r_object(serialized):
-    import rdata
+    rdata = require("rdata", "reproduce")
 
     with warnings.catch_warnings():
         # The records carry no RDS/RDA header; rdata says so and parses them.
