@@ -1,6 +1,6 @@
 """Imports of optional dependencies, with the extra that installs them."""
 
-import importlib
+import importlib.util
 
 EXTRAS = {
     "tensorflow": "the TensorFlow backend",
@@ -57,9 +57,7 @@ EXTRA_MODULES = {
 
 def missing_modules(extra):
     """Names of the modules of `extra` that are not installed (found without importing)."""
-    import importlib.util
-
-    return [name for name in EXTRA_MODULES[extra] if importlib.util.find_spec(name) is None]
+    return [name for name in EXTRA_MODULES[extra] if not _installed(name)]
 
 
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -105,8 +103,6 @@ def import_keras():
 
 def _installed(module):
     """Whether `module` can be found, without importing it."""
-    import importlib.util
-
     try:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
