@@ -1,9 +1,10 @@
+import ast
 import json
 import shutil
 
 import pytest
 
-from keras_attn.utils import docs_tables
+from tools import docs_tables
 
 DOCS, RESULTS = docs_tables.ROOT / "docs", docs_tables.ROOT / "results"
 
@@ -61,3 +62,16 @@ def test_every_result_file_records_how_it_was_made():
         meta = json.loads((RESULTS / f"{stem}.json").read_text())["meta"]
         assert meta["setting"] in ("fast", "full", "benchmark"), stem
         assert {"command", "commit", "wall_time_s", "load_average", "date"} <= set(meta), stem
+
+
+def test_the_package_does_not_import_the_repository_tooling():
+    package = docs_tables.ROOT / "keras_attn"
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            assert not any(name.split(".")[0] == "tools" for name in names), path

@@ -7,8 +7,8 @@ that returns the markdown table.
 
 import statistics
 
-from keras_attn.utils.docs_tables import markdown_table
 from keras_attn.utils.validation import renamed_config
+from tools.docs_tables import markdown_table
 
 LOGSPARSE_MODELS = {
     "seasonal_naive": "seasonal naive (previous day)",

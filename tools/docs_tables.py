@@ -15,9 +15,10 @@ the JSON by keys and list indices separated by `/` (`summary/mimetic/mean`);
 of a list (joined by ", "); a key may contain spaces. `<!-- results:index -->` lists
 every result file with its setting, commit, wall time and load.
 
-Run `python -m keras_attn.utils.docs_tables` to rewrite the pages and
-`python -m keras_attn.utils.docs_tables --check` to fail when a page differs
-from what the files give.
+Run `python -m tools.docs_tables` from the repository root to rewrite the
+pages and `python -m tools.docs_tables --check` to fail when a page differs
+from what the files give. This is repository tooling: it reads `docs/` and
+`results/` of a checkout and is not part of the installed package.
 """
 
 import argparse
@@ -26,7 +27,7 @@ import pathlib
 import re
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 MARKER = re.compile(
     r"<!-- results:(?P<kind>table|value|index)(?P<args>[^>]*?) -->"
     r"(?P<body>.*?)<!-- /results -->",
@@ -102,7 +103,7 @@ def render(kind, args, results):
     if kind == "index":
         return "\n" + index_table(results) + "\n"
     if kind == "table":
-        from keras_attn.utils.docs_table_specs import TABLES
+        from tools.docs_table_specs import TABLES
 
         name = args.strip()
         if name not in TABLES:
