@@ -33,6 +33,7 @@ MARKER = re.compile(
     r"(?P<body>.*?)<!-- /results -->",
     re.DOTALL,
 )
+VALUE = re.compile(r"<!-- results:value [^>]*? -->(?P<value>.*?)<!-- /results -->")
 
 
 class Results:
@@ -114,6 +115,23 @@ def render(kind, args, results):
     if isinstance(value, list):
         return ", ".join(format(item, spec) for item in value)
     return format(value, spec)
+
+
+def on_page_markdown(markdown, **kwargs):
+    """The page without the comments around its values: an mkdocs hook.
+
+    Markdown starts an HTML block at a line that starts with a comment, which
+    ends the paragraph before a value at the start of a line; without its
+    comments the value stays in its sentence. Code blocks keep their markers.
+    """
+    lines = markdown.split("\n")
+    in_code = False
+    for index, line in enumerate(lines):
+        if line.lstrip().startswith("```"):
+            in_code = not in_code
+        elif not in_code:
+            lines[index] = VALUE.sub(r"\g<value>", line)
+    return "\n".join(lines)
 
 
 def generate(text, results):
