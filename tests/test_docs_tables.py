@@ -90,7 +90,7 @@ def test_runs_table_lists_a_run_as_pending_until_its_file_is_committed(tmp_path)
     command = "keras-attn reproduce heads --full --out runs/heads"
     (tmp_path / "heads-full.json").write_text(json.dumps({"meta": {"command": command, **meta}}))
     rows = TABLES["reproduction-runs"](docs_tables.Results(tmp_path)).splitlines()
-    heads = next(row for row in rows if "reproduce heads`" in row)
+    heads = next(row for row in rows if "[`heads`]" in row)
     fast, full = heads.strip("| ").split(" | ")[1:]
     assert (fast, full) == ("**pending**", "`results/heads-full.json` (12 s)")
     script = "python benchmarks/head_pruning.py --output out.json"

@@ -833,7 +833,7 @@ def reproduction_runs(results):
     """
     rows = [
         [
-            f"[`reproduce {name}`]({entry.page})",
+            f"[`{name}`]({entry.page})",
             *(_committed(results, _runs_reproduction(name, s)) for s in ("fast", "full")),
         ]
         for name, entry in REPRODUCTIONS.items()
