@@ -1,9 +1,11 @@
+import ast
 import json
 import shutil
 
 import pytest
 
-from keras_attn.utils import docs_tables
+from tools import docs_tables
+from tools.docs_table_specs import TABLES
 
 DOCS, RESULTS = docs_tables.ROOT / "docs", docs_tables.ROOT / "results"
 
@@ -61,3 +63,39 @@ def test_every_result_file_records_how_it_was_made():
         meta = json.loads((RESULTS / f"{stem}.json").read_text())["meta"]
         assert meta["setting"] in ("fast", "full", "benchmark"), stem
         assert {"command", "commit", "wall_time_s", "load_average", "date"} <= set(meta), stem
+
+
+def test_the_package_does_not_import_the_repository_tooling():
+    package = docs_tables.ROOT / "keras_attn"
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            assert not any(name.split(".")[0] == "tools" for name in names), path
+
+
+def test_a_value_at_the_start_of_a_line_stays_in_its_sentence():
+    text = "wall time\n<!-- results:value run-fast a .0f -->60<!-- /results --> s"
+    assert docs_tables.on_page_markdown(text) == "wall time\n60 s"
+    code = "```markdown\n" + text + "\n```"
+    assert docs_tables.on_page_markdown(code) == code
+
+
+def test_runs_table_lists_a_run_as_pending_until_its_file_is_committed(tmp_path):
+    meta = {"setting": "full", "wall_time_s": 12.3}
+    command = "keras-attn reproduce heads --full --out runs/heads"
+    (tmp_path / "heads-full.json").write_text(json.dumps({"meta": {"command": command, **meta}}))
+    rows = TABLES["reproduction-runs"](docs_tables.Results(tmp_path)).splitlines()
+    heads = next(row for row in rows if "[`heads`]" in row)
+    fast, full = heads.strip("| ").split(" | ")[1:]
+    assert (fast, full) == ("**pending**", "`results/heads-full.json` (12 s)")
+    script = "python benchmarks/head_pruning.py --output out.json"
+    rows = TABLES["benchmark-runs"](docs_tables.Results(tmp_path)).splitlines()
+    assert "| `benchmarks/head_pruning.py` | **pending** |" in rows
+    (tmp_path / "pruning.json").write_text(json.dumps({"meta": {"command": script, **meta}}))
+    rows = TABLES["benchmark-runs"](docs_tables.Results(tmp_path)).splitlines()
+    assert "| `benchmarks/head_pruning.py` | `results/pruning.json` (12 s) |" in rows

@@ -44,9 +44,10 @@ class ConvolutionalSelfAttention(MultiHeadSelfAttention):
             regularizers, `logit_scale`, `seed`) and base layer arguments.
 
     Call arguments:
-        Those of `MultiHeadSelfAttention`: `inputs` `(batch, length, dim)`,
-        `mask`, `head_mask`, `attention_mask` (dense patterns only),
-        `training`, `return_attention_scores`.
+        inputs: tensor of shape `(batch, length, dim)`.
+        **kwargs: `mask`, `head_mask`, `attention_mask` (dense patterns
+            only), `training` and `return_attention_scores`, as for
+            `MultiHeadSelfAttention`.
 
     Returns:
         `(batch, length, output_dim)`, and the attention weights if

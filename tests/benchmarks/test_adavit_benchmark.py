@@ -6,8 +6,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attn.utils.docs_table_specs import TABLES
-from keras_attn.utils.docs_tables import Results
+from tools.docs_table_specs import TABLES
+from tools.docs_tables import Results
 
 
 # A tiny model, but still two trainings and eight XLA compilations per token count.

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from keras_attn.reproduce import available
-from keras_attn.utils.docs_table_specs import TABLES
-from keras_attn.utils.docs_tables import Results
+from tools.docs_table_specs import TABLES
+from tools.docs_tables import Results
 
 
 @pytest.mark.slow

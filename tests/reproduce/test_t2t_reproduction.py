@@ -7,8 +7,8 @@ import pytest
 
 from keras_attn.cli import main
 from keras_attn.reproduce import t2t
-from keras_attn.utils.docs_table_specs import TABLES
-from keras_attn.utils.docs_tables import Results
+from tools.docs_table_specs import TABLES
+from tools.docs_tables import Results
 
 
 # The whole small run, like every reproduction's (`python -m pytest -m slow`);

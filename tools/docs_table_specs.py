@@ -5,10 +5,12 @@ Each entry of `TABLES` maps a table name (used in a page's
 that returns the markdown table.
 """
 
+import pathlib
 import statistics
 
-from keras_attn.utils.docs_tables import markdown_table
+from keras_attn.reproduce import REPRODUCTIONS
 from keras_attn.utils.validation import renamed_config
+from tools.docs_tables import ROOT, markdown_table
 
 LOGSPARSE_MODELS = {
     "seasonal_naive": "seasonal naive (previous day)",
@@ -798,7 +800,59 @@ def gpu_check_throughput(results):
     return markdown_table(header + ["baseline (steps/s)", "ratio"], rows)
 
 
+def _committed(results, matches):
+    """The result files whose `meta` satisfies `matches`, with each run's wall time."""
+    cells = []
+    for stem in results.stems():
+        meta = results(stem).get("meta", {})
+        if matches(meta):
+            cells.append(f"`results/{stem}.json` ({meta['wall_time_s']:.0f} s)")
+    return ", ".join(cells) or "**pending**"
+
+
+def _runs_reproduction(name, setting):
+    def matches(meta):
+        words = meta.get("command", "").split()
+        ran = "reproduce" in words and words[words.index("reproduce") + 1 :][:1] == [name]
+        return ran and meta.get("setting") == setting
+
+    return matches
+
+
+def _runs_script(script):
+    def matches(meta):
+        return any(pathlib.Path(word).name == script for word in meta.get("command", "").split())
+
+    return matches
+
+
+def reproduction_runs(results):
+    """Each reproduction's result files per setting, or pending.
+
+    A file belongs to the run its `meta` command names (`reproduce NAME`).
+    """
+    rows = [
+        [
+            f"[`{name}`]({entry.page})",
+            *(_committed(results, _runs_reproduction(name, s)) for s in ("fast", "full")),
+        ]
+        for name, entry in REPRODUCTIONS.items()
+    ]
+    return markdown_table(["reproduction", "fast setting", "full setting"], rows)
+
+
+def benchmark_runs(results):
+    """Each script of `benchmarks/` with the result files its command wrote, or pending."""
+    rows = [
+        [f"`benchmarks/{script.name}`", _committed(results, _runs_script(script.name))]
+        for script in sorted((ROOT / "benchmarks").glob("*.py"))
+    ]
+    return markdown_table(["benchmark", "result files"], rows)
+
+
 TABLES = {
+    "reproduction-runs": reproduction_runs,
+    "benchmark-runs": benchmark_runs,
     "logsparse-fast": logsparse("logsparse-fast"),
     "logsparse-full": logsparse("logsparse-full"),
     "logsparse-fast-budget": logsparse_budget("logsparse-fast"),

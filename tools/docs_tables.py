@@ -15,9 +15,10 @@ the JSON by keys and list indices separated by `/` (`summary/mimetic/mean`);
 of a list (joined by ", "); a key may contain spaces. `<!-- results:index -->` lists
 every result file with its setting, commit, wall time and load.
 
-Run `python -m keras_attn.utils.docs_tables` to rewrite the pages and
-`python -m keras_attn.utils.docs_tables --check` to fail when a page differs
-from what the files give.
+Run `python -m tools.docs_tables` from the repository root to rewrite the
+pages and `python -m tools.docs_tables --check` to fail when a page differs
+from what the files give. This is repository tooling: it reads `docs/` and
+`results/` of a checkout and is not part of the installed package.
 """
 
 import argparse
@@ -26,12 +27,13 @@ import pathlib
 import re
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 MARKER = re.compile(
     r"<!-- results:(?P<kind>table|value|index)(?P<args>[^>]*?) -->"
     r"(?P<body>.*?)<!-- /results -->",
     re.DOTALL,
 )
+VALUE = re.compile(r"<!-- results:value [^>]*? -->(?P<value>.*?)<!-- /results -->")
 
 
 class Results:
@@ -102,7 +104,7 @@ def render(kind, args, results):
     if kind == "index":
         return "\n" + index_table(results) + "\n"
     if kind == "table":
-        from keras_attn.utils.docs_table_specs import TABLES
+        from tools.docs_table_specs import TABLES
 
         name = args.strip()
         if name not in TABLES:
@@ -113,6 +115,23 @@ def render(kind, args, results):
     if isinstance(value, list):
         return ", ".join(format(item, spec) for item in value)
     return format(value, spec)
+
+
+def on_page_markdown(markdown, **kwargs):
+    """The page without the comments around its values: an mkdocs hook.
+
+    Markdown starts an HTML block at a line that starts with a comment, which
+    ends the paragraph before a value at the start of a line; without its
+    comments the value stays in its sentence. Code blocks keep their markers.
+    """
+    lines = markdown.split("\n")
+    in_code = False
+    for index, line in enumerate(lines):
+        if line.lstrip().startswith("```"):
+            in_code = not in_code
+        elif not in_code:
+            lines[index] = VALUE.sub(r"\g<value>", line)
+    return "\n".join(lines)
 
 
 def generate(text, results):
