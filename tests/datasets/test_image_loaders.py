@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from keras_attn.datasets import (
+    CorruptDataError,
     DatasetNotFoundError,
     load_cifar10,
     load_digits,
@@ -357,6 +358,83 @@ def test_cifar10_bad_batch_content(tmp_path):
         pickle.dump({b"data": np.zeros((2, 100), np.uint8), b"labels": [0, 1]}, f)
     with pytest.raises(ValueError, match=r"shape \(N, 3072\)"):
         load_cifar10(tmp_path)
+
+
+class Payload:
+    """Unpickling it creates the folder `flag`: proof that a pickle ran code."""
+
+    def __init__(self, flag):
+        self.flag = str(flag)
+
+    def __reduce__(self):
+        return os.mkdir, (self.flag,)
+
+
+def poison(folder, name, embedded, flag):
+    """Overwrites batch `name` with a payload, alone or inside a valid-looking batch."""
+    if embedded:
+        batch, _, _ = make_cifar_batch(2, 0)
+        batch[b"batch_label"] = Payload(flag)
+    else:
+        batch = Payload(flag)
+    with open(folder / name, "wb") as f:
+        pickle.dump(batch, f, protocol=2)
+
+
+@pytest.mark.parametrize("embedded", [False, True])
+@pytest.mark.parametrize("archived", [False, True])
+def test_cifar10_poisoned_batch_runs_no_code(tmp_path, embedded, archived):
+    folder, flag = tmp_path / "cifar-10-batches-py", tmp_path / "payload-ran"
+    write_fake_cifar(folder)
+    poison(folder, "data_batch_1", embedded, flag)
+    source = folder
+    if archived:
+        source = tmp_path / "cifar-10-python.tar.gz"
+        with tarfile.open(source, "w:gz") as tar:
+            tar.add(folder, arcname="cifar-10-batches-py")
+    refused = re.escape(f"`{os.mkdir.__module__}.mkdir`")
+    with pytest.raises(CorruptDataError, match=f"data_batch_1 .*{refused}") as info:
+        load_cifar10(source)
+    assert isinstance(info.value, ValueError)
+    assert not flag.exists()
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        (b"data", np.full((2, 3072), 300.7), r"integer 'data' .* float64"),
+        (b"data", np.full((2, 3072), 300, np.int64), r"'data' values outside \[0, 255\]"),
+        (b"labels", [0, 10], r"'labels' values outside \[0, 9\]"),
+        (b"labels", [0.0, 1.5], r"integer 'labels'"),
+    ],
+)
+def test_cifar10_rejects_values_that_would_wrap(tmp_path, key, value, message):
+    write_fake_cifar(tmp_path)
+    batch, _, _ = make_cifar_batch(2, 0)
+    batch[key] = value
+    with open(tmp_path / "test_batch", "wb") as f:
+        pickle.dump(batch, f, protocol=2)
+    with pytest.raises(CorruptDataError, match=message) as info:
+        load_cifar10(tmp_path)
+    assert "test_batch" in str(info.value)
+
+
+def test_cifar10_truncated_batch_names_the_file(tmp_path):
+    write_fake_cifar(tmp_path)
+    raw = (tmp_path / "data_batch_4").read_bytes()
+    (tmp_path / "data_batch_4").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(CorruptDataError, match="data_batch_4 is not a plain CIFAR-10 batch"):
+        load_cifar10(tmp_path)
+
+
+def test_cifar10_reads_numpy_pickles_of_every_protocol(tmp_path):
+    planes, labels = write_fake_cifar(tmp_path)
+    for name in ("data_batch_2", "test_batch"):
+        with open(tmp_path / name, "rb") as f:
+            batch = pickle.load(f)
+        with open(tmp_path / name, "wb") as f:
+            pickle.dump(batch, f, protocol=pickle.HIGHEST_PROTOCOL)
+    check_fake_cifar(load_cifar10(tmp_path), planes, labels)
 
 
 # ---------------------------------------------------------------------------
