@@ -88,11 +88,13 @@ def _latin1_bytes(text, encoding):
 # The only globals a CIFAR-10 batch refers to: numpy's array and dtype
 # reconstructors (under their numpy 1 and numpy 2 module names) and the
 # Latin-1 encoder that Python 3 uses to pickle bytes.
+_RECONSTRUCT = np.zeros(0).__reduce__()[0]  # how protocols 0-4 rebuild an array
+_FROM_BUFFER = np.zeros(0).__reduce_ex__(5)[0]  # how protocol 5 does
 _SAFE_GLOBALS = {
-    ("numpy.core.multiarray", "_reconstruct"): np.ndarray.__reduce__(np.zeros(0))[0],
-    ("numpy._core.multiarray", "_reconstruct"): np.ndarray.__reduce__(np.zeros(0))[0],
-    ("numpy.core.numeric", "_frombuffer"): np.ndarray.__reduce_ex__(np.zeros(0), 5)[0],
-    ("numpy._core.numeric", "_frombuffer"): np.ndarray.__reduce_ex__(np.zeros(0), 5)[0],
+    ("numpy.core.multiarray", "_reconstruct"): _RECONSTRUCT,
+    ("numpy._core.multiarray", "_reconstruct"): _RECONSTRUCT,
+    ("numpy.core.numeric", "_frombuffer"): _FROM_BUFFER,
+    ("numpy._core.numeric", "_frombuffer"): _FROM_BUFFER,
     ("numpy", "ndarray"): np.ndarray,
     ("numpy", "dtype"): np.dtype,
     ("_codecs", "encode"): _latin1_bytes,
