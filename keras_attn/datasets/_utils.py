@@ -1,8 +1,11 @@
-"""Argument checks and splitting shared by the data loaders (private)."""
+"""Argument checks, file checks and splitting shared by the data loaders (private)."""
 
+import gzip
 import numbers
 
 import numpy as np
+
+from keras_attn.datasets.errors import CorruptDataError
 
 
 def check_test_fraction(test_fraction):
@@ -62,3 +65,104 @@ def stratified_split(y, test_fraction, seed):
     train = rng.permutation(np.concatenate(train_parts)).astype(np.int64)
     test = rng.permutation(np.concatenate(test_parts)).astype(np.int64)
     return train, test
+
+
+def read_numbers(path, columns, delimiter=None, header_lines=0, integers=False):
+    """Reads a text table of numbers (gzip-compressed when `path` ends in `.gz`).
+
+    Args:
+        path: the file.
+        columns: the number of values on every line.
+        delimiter: the column separator; `None` for any whitespace.
+        header_lines: lines to skip at the top.
+        integers: whether every value is written as an integer (parsed
+            several times faster than floats).
+
+    Returns:
+        float64 array (int64 with `integers=True`) of shape `(rows, columns)`.
+
+    Raises:
+        CorruptDataError: naming the file and the first line that does not
+            hold `columns` numbers (a file cut in the middle of a line, say).
+    """
+    dtype = np.int64 if integers else np.float64
+    try:
+        with _open_text(path) as lines:
+            table = np.loadtxt(lines, dtype, delimiter=delimiter, skiprows=header_lines, ndmin=2)
+    except ValueError:
+        table = None
+    if table is not None and table.size == 0:  # no data lines: the caller's count says so
+        return np.zeros((0, columns), dtype)
+    if table is None or table.shape[1] != columns:
+        parse = int if integers else float
+        number, line = _first_bad_line(path, columns, delimiter, header_lines, parse)
+        raise CorruptDataError(
+            f"{path}, line {number}: expected {columns} {'integers' if integers else 'numbers'}, "
+            f"found {line.strip()[:80]!r}."
+        )
+    return table
+
+
+def _open_text(path):
+    return (gzip.open if str(path).endswith(".gz") else open)(path, "rt", encoding="utf-8")
+
+
+def _first_bad_line(path, columns, delimiter, header_lines, parse):
+    """`(line number, line)` of the first data line that is not `columns` values `parse` reads."""
+    number, line = 0, ""
+    with _open_text(path) as lines:
+        for number, line in enumerate(lines, start=1):
+            fields = line.split(delimiter)
+            if number > header_lines and line.strip() and not _parses(fields, columns, parse):
+                return number, line
+    return number, line
+
+
+def _parses(fields, columns, parse):
+    try:
+        [parse(field) for field in fields]
+    except ValueError:
+        return False
+    return len(fields) == columns
+
+
+def whole_numbers(values, path, column, low, high, header_lines=0):
+    """`values` read from a text file as int64, each a whole number in `[low, high]`.
+
+    Args:
+        values: float64 or int64 array whose rows are the data lines of the file.
+        path: the file, for the error message.
+        column: what the values are, for the error message.
+        low, high: the range of valid values.
+        header_lines: lines above the first value, to number the lines.
+
+    Raises:
+        CorruptDataError: naming the file, the line and the value of the
+            first NaN, fraction or value out of range, which a plain cast
+            would turn into a wrong integer.
+    """
+    bad = ~np.isfinite(values) | (values != np.round(values)) | (values < low) | (values > high)
+    if bad.any():
+        first = tuple(np.argwhere(bad)[0])  # (row,) or (row, column)
+        raise CorruptDataError(
+            f"{path}, line {header_lines + first[0] + 1}: {column} {values[first].item()} "
+            f"is not a whole number in [{low}, {high}]."
+        )
+    return values.astype(np.int64)
+
+
+def check_count(path, what, found, expected, install_hint):
+    """Raises `CorruptDataError` unless the file held the `expected` number of `what`.
+
+    Args:
+        path: the file.
+        what: what was counted, e.g. `"ratings"`.
+        found, expected: the counts (ints, or tuples such as counts per class).
+        install_hint: the command that puts a complete copy in place.
+    """
+    if found != expected:
+        raise CorruptDataError(
+            f"{path} holds {found} {what}, expected {expected}: the file is truncated or "
+            f"not the release this loader knows. Put a complete copy in place with "
+            f"`{install_hint}`."
+        )

@@ -12,3 +12,16 @@ class DatasetNotFoundError(FileNotFoundError):
     It subclasses `FileNotFoundError`, so code that already catches missing
     files keeps working.
     """
+
+
+class CorruptDataError(ValueError):
+    """Raised when a data file is truncated, malformed or holds unsafe content.
+
+    The loaders check what they read against the known size of each data
+    set (rows, classes) and the range of its values, and name the file (and
+    the line, for text files) at fault, rather than returning part of the
+    data or values that wrapped around.
+
+    It subclasses `ValueError`, so code that already catches bad files keeps
+    working.
+    """

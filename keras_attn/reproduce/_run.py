@@ -57,6 +57,10 @@ def choose_setting(args, settings):
 def finish(args, name, results, figure=None, *, started_at, setting):
     """Writes a reproduction's results and returns its `run` value.
 
+    The files are written by `keras_attn.utils.finish_run`: whole or not at
+    all, the JSON and the plot together, and a run never replaces files
+    that another run wrote after it started.
+
     Args:
         args: the parsed command line; the files go to `args.out`.
         name: the file stem, the reproduction's `NAME`.

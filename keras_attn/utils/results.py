@@ -1,5 +1,6 @@
 """Writing results as JSON plus a PNG plot, and the small-run switch."""
 
+import contextlib
 import json
 import os
 import pathlib
@@ -83,6 +84,12 @@ def _git_commit():
 def write_results(out_dir, name, results, figure=None):
     """Writes `results` to `out_dir/name.json` and `figure` to `out_dir/name.png`.
 
+    Both files are written to temporary files in `out_dir` first and renamed
+    over the old ones only once both are complete, under a lock on the
+    folder: a failed write (a full disk, an unserializable value) leaves the
+    old files as they were, and two runs writing at once never leave the
+    JSON of one beside the plot of the other.
+
     Args:
         out_dir: folder, created if missing.
         name: file stem.
@@ -92,17 +99,72 @@ def write_results(out_dir, name, results, figure=None):
     Returns:
         dict with the `"json"` path and, with a figure, the `"png"` path.
     """
+    return _write_files(out_dir, name, results, figure)
+
+
+def _write_files(out_dir, name, results, figure=None, started_at=None):
+    """`write_results`; with `started_at`, files written since then are kept (see `finish_run`)."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out_dir / f"{name}.json"}
-    paths["json"].write_text(json.dumps(results, indent=2, default=_to_builtin) + "\n")
-    if figure is not None:
-        import matplotlib.pyplot as plt
+    try:
+        text = json.dumps(results, indent=2, default=_to_builtin) + "\n"
+        with _folder_lock(out_dir):
+            stem = _free_stem(out_dir, name, started_at)
+            paths = {"json": out_dir / f"{stem}.json"}
+            if figure is not None:
+                paths["png"] = out_dir / f"{stem}.png"
+            _replace_together(paths, text, figure)
+    finally:
+        if figure is not None:
+            import matplotlib.pyplot as plt
 
-        paths["png"] = out_dir / f"{name}.png"
-        figure.savefig(paths["png"], dpi=120, bbox_inches="tight")
-        plt.close(figure)
+            plt.close(figure)
     return paths
+
+
+def _free_stem(out_dir, name, started_at):
+    """`name`, or a stem of this run's own when another run wrote `name.json` after `started_at`."""
+    existing = out_dir / f"{name}.json"
+    if started_at is None or not existing.is_file() or existing.stat().st_mtime < started_at:
+        return name
+    stem = f"{name}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
+    print(
+        f"{existing} was written by another run after this run started: this run's "
+        f"results go to {stem}.json (and .png) instead of replacing it."
+    )
+    return stem
+
+
+def _replace_together(paths, text, figure):
+    """Writes `text` (and `figure`) to temporary files beside `paths`, then renames them all."""
+    temporary = {
+        kind: path.with_name(f".{path.name}.{os.getpid()}.tmp") for kind, path in paths.items()
+    }
+    try:
+        temporary["json"].write_text(text)
+        if figure is not None:
+            figure.savefig(temporary["png"], format="png", dpi=120, bbox_inches="tight")
+        for kind, path in paths.items():
+            os.replace(temporary[kind], path)
+    finally:
+        for path in temporary.values():
+            path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _folder_lock(folder):
+    """Holds an exclusive lock on `folder` (where the platform has `fcntl`)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks; the renames still keep files whole.
+        yield
+        return
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
 
 
 def write_benchmark(path, results, *, started_at):
@@ -129,7 +191,9 @@ def write_benchmark(path, results, *, started_at):
     meta = run_metadata(started_at, "benchmark")  # before the output file changes
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
+    text = json.dumps({"meta": meta, "results": results}, indent=1) + "\n"
+    with _folder_lock(path.parent):
+        _replace_together({"json": path}, text, None)
     print(f"wrote {path}")
     return path
 
@@ -141,6 +205,12 @@ def finish_run(out_dir, name, results, figure=None, *, started_at, setting):
     JSON holds the keys of `results` plus `"meta"`, the `run_metadata` of the
     run. It prints the paths written and, for the fast setting, that the
     numbers are a smoke test rather than the paper's result.
+
+    The files are written as by `write_results`: whole or not at all, the
+    JSON and the plot together. When another run wrote `name.json` after
+    this run started (two runs with the same `out_dir` at once), that file
+    is kept: this run's files get a stem of their own,
+    `name-<UTC time>-<process id>`, and the message says so.
 
     Args:
         out_dir: folder, created if missing.
@@ -166,7 +236,7 @@ def finish_run(out_dir, name, results, figure=None, *, started_at, setting):
         raise ValueError(f"`results` must not hold a 'meta' key. Received: {sorted(results)}")
     fast = setting in ("small", "fast")
     metadata = run_metadata(started_at, "fast" if fast else setting)
-    paths = write_results(out_dir, name, {**results, "meta": metadata}, figure)
+    paths = _write_files(out_dir, name, {**results, "meta": metadata}, figure, started_at)
     print("Wrote " + " and ".join(str(path) for path in paths.values()))
     if fast:
         print(SMOKE_TEST_NOTICE)

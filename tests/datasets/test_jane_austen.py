@@ -1,8 +1,9 @@
 import os
+import shutil
 
 import pytest
 
-from keras_attn.datasets import DatasetNotFoundError, load_jane_austen
+from keras_attn.datasets import CorruptDataError, DatasetNotFoundError, load_jane_austen
 from keras_attn.datasets import jane_austen as module
 from keras_attn.datasets.jane_austen import split_chapters, split_sentences, split_words
 
@@ -30,6 +31,26 @@ def test_reads_the_novels():
     assert len(chapters) == 61
     assert split_sentences(chapters[0])[2].startswith('"My dear Mr. Bennet," said his lady')
     assert len(split_chapters(novels["persuasion"])) == 24
+
+
+@needs_package
+@pytest.mark.parametrize("cut", [True, False])
+def test_a_damaged_record_is_refused(tmp_path, cut):
+    """A copy of the data whose `.rdb` is cut inside a record, or has bytes of it zeroed."""
+    folder = module._data_dir(None)
+    shutil.copy(os.path.join(folder, "Rdata.rdx"), tmp_path)
+    offset, length = module._read_index(os.path.join(folder, "Rdata.rdx"))["persuasion"]
+    with open(os.path.join(folder, "Rdata.rdb"), "rb") as f:
+        records = f.read()
+    middle = offset + length // 2
+    damaged = records[:middle] if cut else records[:middle] + b"\0" * 64 + records[middle + 64 :]
+    (tmp_path / "Rdata.rdb").write_bytes(damaged)
+    message = (
+        "is truncated: record `persuasion` has" if cut else "Record `persuasion` of .* corrupt"
+    )
+    with pytest.raises(CorruptDataError, match=message) as info:
+        load_jane_austen(books=["persuasion"], path=str(tmp_path))
+    assert "Rdata.rdb" in str(info.value)
 
 
 def test_text_helpers():

@@ -1,10 +1,16 @@
 import importlib.util
+import json
 import re
 
 import numpy as np
 import pytest
 
-from keras_attn.datasets import KJV_SECTIONS, DatasetNotFoundError, load_kjv_sections
+from keras_attn.datasets import (
+    KJV_SECTIONS,
+    CorruptDataError,
+    DatasetNotFoundError,
+    load_kjv_sections,
+)
 from keras_attn.datasets import kjv_sections as kjv_module
 
 
@@ -47,3 +53,28 @@ def test_missing_package_says_how_to_install(monkeypatch, tmp_path):
 def test_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         load_kjv_sections(**kwargs)
+
+
+def verse(book, text="Verse."):
+    return json.dumps({"book": book, "text": text}) + "\n"
+
+
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        (
+            [verse("Genesis"), verse("Deuteronomy"), verse("Joshua")],
+            r"holds \(2, 1, 0, 0, 0, 0, 0\) verses per section, expected \(5852, 7018, ",
+        ),
+        ([verse("Genesis"), verse("Exodus")[:20]], r"line 2: not a verse record"),
+        ([verse("Genesis"), "\n", '{"book": "Exodus"}\n'], r"line 3: not a verse record"),
+    ],
+)
+def test_a_damaged_file_is_refused(monkeypatch, tmp_path, lines, message):
+    path = tmp_path / "bible" / "data" / "kjv.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(lines))
+    monkeypatch.setenv("KERAS_ATTN_DATA_DIR", str(tmp_path))
+    with pytest.raises(CorruptDataError, match=message) as info:
+        load_kjv_sections()
+    assert str(path) in str(info.value)
