@@ -25,6 +25,7 @@ import keras
 import numpy as np
 
 from keras_attn.layers import TransformerBlock
+from keras_attn.utils.model_layers import find_layers
 
 # Per-position statistics, in the order of the per-example count arrays.
 POSITION_STATISTICS = (
@@ -79,11 +80,15 @@ class FeedForwardSite:
 def transformer_block_sites(model):
     """The feed-forward layers of every `TransformerBlock` in `model`, in order.
 
+    The blocks are found by `keras_attn.utils.find_layers`, in the order the
+    model runs them, also when they are nested in other models or layers.
+
     Args:
         model: a built Keras model containing `TransformerBlock` layers.
 
     Returns:
-        list of `FeedForwardSite`, one per block.
+        list of `FeedForwardSite`, one per block, each named by the block's
+        path in `find_layers` (its name when it is a top-level layer).
 
     Example:
 
@@ -92,17 +97,17 @@ def transformer_block_sites(model):
     [site.name for site in sites]  # ['block_0', 'block_1']
     ```
     """
-    blocks = [layer for layer in model._flatten_layers() if isinstance(layer, TransformerBlock)]
+    blocks = find_layers(model, TransformerBlock)
     if not blocks:
-        raise ValueError(f"Model `{model.name}` contains no TransformerBlock.")
+        raise ValueError(f"`model` contains no TransformerBlock. Received: model={model.name!r}")
     return [
         FeedForwardSite(
             block.mlp_hidden,
             block.mlp_output,
             residual=block.mlp_norm if block.norm_first else None,
-            name=block.name,
+            name=path,
         )
-        for block in blocks
+        for path, block in blocks.items()
     ]
 
 

@@ -3,6 +3,7 @@
 import keras
 
 from keras_attn.layers import MultiHeadSelfAttention
+from keras_attn.utils.model_layers import find_layers
 
 ATTENTION_TYPES = (MultiHeadSelfAttention, keras.layers.MultiHeadAttention)
 
@@ -10,20 +11,25 @@ ATTENTION_TYPES = (MultiHeadSelfAttention, keras.layers.MultiHeadAttention)
 def attention_layers(model):
     """The attention layers of a model, nested ones included, in model order.
 
-    The order is the layer tracking order (depth first; for functional
-    models, the order of the graph), so it is the same for two models built
-    the same way. Subclasses of either type are included.
+    The layers are found by `keras_attn.utils.find_layers`, so they come in
+    the order the model runs them, also inside nested models and layers: a
+    functional graph in the order of its calls, a `keras.Sequential` model
+    in the order of its stack, any other model or layer in the order its
+    sublayers were assigned. Layer `i` of the result is the `i`-th block of
+    `build_bert_encoder`, also when the encoder is nested in a classifier.
+    Subclasses of either type are included.
 
     Args:
-        model: a built Keras model or layer; an attention layer itself is
+        model: a Keras model or layer; an attention layer itself is
             included.
 
     Returns:
         dict `name -> layer` of every `MultiHeadSelfAttention` and
         `keras.layers.MultiHeadAttention` inside `model`. `model` and its
         top-level layers are keyed by their name; nested ones by their path
-        inside the model (for example `"block_0/attention"`), so that keys
-        are unique.
+        inside the model (for example `"block_0/attention"`, or
+        `"encoder/layer_0/attention"` in a model that calls a model named
+        `encoder`), so that keys are unique.
 
     Example:
 
@@ -32,9 +38,4 @@ def attention_layers(model):
     >>> list(attention_layers(model))
     ['attention']
     """
-    top_level = {id(model), *(id(layer) for layer in getattr(model, "layers", []))}
-    found = {}
-    for layer in model._flatten_layers(include_self=True, recursive=True):
-        if isinstance(layer, ATTENTION_TYPES):
-            found[layer.name if id(layer) in top_level else layer.path] = layer
-    return found
+    return find_layers(model, ATTENTION_TYPES)

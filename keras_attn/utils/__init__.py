@@ -6,6 +6,7 @@ import typing
 if typing.TYPE_CHECKING:  # the same names, for type checkers and the API docs
     from keras_attn.utils.bootstrap import bootstrap_interval
     from keras_attn.utils.macs import count_macs, layer_macs, register_macs
+    from keras_attn.utils.model_layers import find_layers
     from keras_attn.utils.results import (
         finish_run,
         is_small_run,
@@ -21,6 +22,7 @@ _EXPORTS = {
     "batch_latency_ms": "timing",
     "bootstrap_interval": "bootstrap",
     "count_macs": "macs",
+    "find_layers": "model_layers",
     "finish_run": "results",
     "is_small_run": "results",
     "layer_macs": "macs",
@@ -35,6 +37,7 @@ __all__ = [
     "batch_latency_ms",
     "bootstrap_interval",
     "count_macs",
+    "find_layers",
     "finish_run",
     "is_small_run",
     "layer_macs",
