@@ -247,6 +247,20 @@ def test_apply_with_default_initializer_and_nested_layers():
     assert np.diag(value_output).mean() < 0
 
 
+def test_layer_index_follows_the_blocks_of_a_nested_model():
+    x = keras.Input((3, 8))
+    blocks = [TransformerBlock(2, 8, name=f"block_{index}") for index in range(3)]
+    inner = keras.Sequential([keras.Input((3, 8)), *blocks], name="inner")
+    model = keras.Model(x, inner(keras.layers.Dense(8)(x)))
+    initializer = MimeticInitializer(seed=1)
+    layers = apply_mimetic_init(model, initializer)
+    assert layers == [block.attention for block in blocks]
+    for index, block in enumerate(blocks):
+        expected = _kernels(initializer, dim=8, heads=2, head_dim=4, layer_index=index)
+        query = keras.ops.convert_to_numpy(block.attention.query_dense.kernel)
+        np.testing.assert_allclose(query, expected["query"], atol=1e-6)
+
+
 def test_apply_rejects_unusable_models():
     with pytest.raises(ValueError, match="contains no MultiHeadAttention"):
         apply_mimetic_init(keras.layers.Dense(3))

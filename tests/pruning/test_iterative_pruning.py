@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from keras_attn.layers import MultiHeadSelfAttention
+from keras_attn.models import build_bert_encoder
 from keras_attn.pruning import (
     attention_layers,
     head_mask_array,
@@ -43,6 +44,39 @@ def test_head_mask_follows_the_attention_layers_not_their_names():
         head_mask_array(model, {"layer_1_attention": [0]})
     with pytest.raises(ValueError, match="same number of heads"):
         head_mask_array(_tiny_model((2, 3)), {})
+
+
+@pytest.mark.backend_agnostic
+def test_head_mask_rows_follow_the_blocks_of_a_nested_encoder():
+    """Row 0 of the mask is the first block's heads when the encoder is a layer of a classifier."""
+    keras.utils.set_random_seed(2)
+    encoder = build_bert_encoder(20, 3, 2, 4, 8, max_sequence_length=8, head_mask=True)
+    names = ("token_ids", "padding_mask", "segment_ids")
+    inputs = {name: keras.Input((None,), dtype="int32", name=name) for name in names}
+    inputs["head_mask"] = keras.Input((3, 2), name="head_mask")
+    classifier = keras.Model(inputs, encoder(inputs)["sequence_output"])
+    first = next(iter(attention_layers(classifier)))
+    assert first == "bert_encoder/layer_0/attention"
+    mask = head_mask_array(classifier, {first: [1]})
+    np.testing.assert_array_equal(mask, [[1, 0], [1, 1], [1, 1]])
+    x = {
+        "token_ids": np.random.default_rng(0).integers(1, 20, (2, 5)).astype("int32"),
+        "padding_mask": np.ones((2, 5), "int32"),
+        "segment_ids": np.zeros((2, 5), "int32"),
+    }
+
+    def run(head_mask):  # (layers, heads) -> (batch, length, hidden_dim)
+        batch_mask = np.broadcast_to(head_mask, (2, 3, 2)).astype("float32")
+        return keras.ops.convert_to_numpy(classifier({**x, "head_mask": batch_mask}))
+
+    masked, unmasked = run(mask), run(np.ones((3, 2)))
+    assert not np.allclose(masked, unmasked, atol=1e-3)
+    # The same head zeroed by hand in the layer that `attention_layers` puts first.
+    kernel = attention_layers(classifier)[first].output_dense.kernel
+    zeroed = keras.ops.convert_to_numpy(kernel).copy()  # (heads, head_dim, dim)
+    zeroed[1] = 0.0
+    kernel.assign(zeroed)
+    np.testing.assert_allclose(run(np.ones((3, 2))), masked, atol=1e-5)
 
 
 def test_curve_and_ablations_count_heads_from_the_model():
