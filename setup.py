@@ -22,7 +22,6 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["keras_attn", "keras_attn.*"]),
-    py_modules=["keras_attn_cli"],
     include_package_data=True,
     # A layer library: Keras and NumPy only. Pick a backend with an extra.
     install_requires=["keras>=3.15,<4", "numpy>=2"],
@@ -51,5 +50,5 @@ setup(
             "mkdocstrings[python]",
         ],
     },
-    entry_points={"console_scripts": ["keras-attn=keras_attn_cli:main"]},
+    entry_points={"console_scripts": ["keras-attn=keras_attn.cli:main"]},
 )

@@ -1,19 +1,27 @@
 """keras_attn: self-attention layers, initializers, models and analysis tools for Keras 3.
 
-Importing `keras_attn` registers every serializable class (layers,
-initializers, losses, metrics and the AdaViT model) with Keras, so a `.keras`
-file that uses them loads with `keras.saving.load_model` after a plain
-`import keras_attn`.
+Importing `keras_attn` does not import Keras, so the command line answers at
+once. The subpackages load on first use: the first of `keras_attn.layers`,
+`keras_attn.models`, ... (or `from keras_attn import layers`) imports every
+subpackage with serializable classes (layers, initializers, losses, metrics
+and the AdaViT model), which registers them all with Keras. A `.keras` file
+that uses them then loads with `keras.saving.load_model`.
 """
 
-import os
+import importlib
 
 __version__ = "0.1.0"
 
-# Set only by `keras_attn_cli` while it parses the command line, so that
-# `keras-attn --help` answers without importing Keras; the command it then
-# runs imports what it needs.
-if os.environ.get("_KERAS_ATTN_DEFER_IMPORTS") != "1":
-    from keras_attn import distribution, initializers, layers, losses, metrics, models
+# The subpackages that register serializable classes with Keras, imported
+# together on the first use of any of them.
+_SUBPACKAGES = ("distribution", "initializers", "layers", "losses", "metrics", "models")
 
-__all__ = ["distribution", "initializers", "layers", "losses", "metrics", "models", "__version__"]
+__all__ = [*_SUBPACKAGES, "__version__"]
+
+
+def __getattr__(name):
+    if name not in _SUBPACKAGES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    for subpackage in _SUBPACKAGES:
+        importlib.import_module(f"{__name__}.{subpackage}")
+    return globals()[name]

@@ -1,13 +1,15 @@
-"""The `keras-attn` command line: the tour and the paper reproductions.
+"""The `keras-attn` command line (also `python -m keras_attn`): the tour and the reproductions.
 
 The command line imports Keras (and so the backend) only once it knows which
-command runs, so `keras-attn --help` answers at once. TensorFlow's C++ INFO
-log lines are hidden unless `TF_CPP_MIN_LOG_LEVEL` is set by the user.
+command runs, so `keras-attn --help` answers at once. Every option is checked
+while the command line is parsed, before anything trains. TensorFlow's C++
+INFO log lines are hidden unless `TF_CPP_MIN_LOG_LEVEL` is set by the user.
 """
 
 import argparse
 import contextlib
 import importlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -18,7 +20,8 @@ import textwrap
 
 from keras_attn._optional import missing_modules
 from keras_attn.datasets.errors import DatasetNotFoundError
-from keras_attn.reproduce import REPRODUCTIONS
+from keras_attn.reproduce import REPRODUCTIONS, RESULTS_PAGE
+from keras_attn.utils.validation import output_folder
 
 # TensorFlow's own INFO lines, printed to the C-level stderr before its log level is read.
 _TENSORFLOW_INFO = re.compile(
@@ -34,7 +37,8 @@ Self-attention layers for Keras 3: a guided tour and paper reproductions.
   keras-attn reproduce NAME --help what NAME does, its options and run times
 """
 
-_SEEDS_HELP = "Every reproduction's --seeds N runs the seeds 0, 1, ..., N-1"
+_SEEDS_HELP = "--seeds N runs the seeds 0, 1, ..., N-1"
+_TAKE_SEEDS = ", ".join(name for name, entry in REPRODUCTIONS.items() if entry.seeds)
 
 
 def build_parser(argv=None):
@@ -46,6 +50,7 @@ def build_parser(argv=None):
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     tour_parser = commands.add_parser(
         "tour",
@@ -61,7 +66,9 @@ def build_parser(argv=None):
         "reproduce",
         help="Reproduce a paper's effect (fast setting by default, --full for the documented one).",
         description="Reproduce a paper's effect. Without --full each runs its fast setting, a "
-        f"smoke test whose numbers are not the paper's result. {_SEEDS_HELP}.",
+        "smoke test whose numbers are not the paper's result. Run times are orders of "
+        f"magnitude on 2 CPU cores; docs/{RESULTS_PAGE} has the measured ones. "
+        f"{_SEEDS_HELP} in {_TAKE_SEEDS}; the others take one --seed.",
     )
     papers = reproduce_parser.add_subparsers(dest="paper", required=True, metavar="NAME")
     for name, entry in REPRODUCTIONS.items():
@@ -78,8 +85,10 @@ def build_parser(argv=None):
         )
         paper_parser.add_argument(
             "--out",
+            type=output_folder,
             default=f"runs/{name}",
-            help="folder for the JSON and PNG results (default: %(default)s)",
+            help="folder for the JSON and PNG results, writable or creatable "
+            "(default: %(default)s)",
         )
         if chosen == ["reproduce", name]:
             module = _import_quietly(f"keras_attn.reproduce.{entry.module}")
@@ -87,6 +96,14 @@ def build_parser(argv=None):
             paper_parser.description = _describe(module, entry)
             paper_parser.set_defaults(run=module.run)
     return parser
+
+
+def version():
+    """The installed `keras-attn` version, or `"unknown (not installed)"`."""
+    try:
+        return importlib.metadata.version("keras-attn")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def main(argv=None):
@@ -150,13 +167,15 @@ def _configured_backend():
 def _describe(module, entry):
     doc = (module.__doc__ or entry.help).strip()
     times = (
-        "Run time on 2 CPU cores:\n"
+        "Run time on 2 CPU cores, order of magnitude:\n"
         f"  fast setting (default): {entry.fast_time}\n"
         f"  --full: {entry.full_time}"
     )
+    seeds = f" {_SEEDS_HELP}." if entry.seeds else ""
     notes = textwrap.fill(
         "The fast setting is a smoke test: its numbers are not the paper's result. Results "
-        f"and the paper's numbers: docs/{entry.page}. {_SEEDS_HELP}.",
+        f"and the paper's numbers: docs/{entry.page}; measured run times: "
+        f"docs/{RESULTS_PAGE}.{seeds}",
         width=76,
     )
     return f"{doc}\n\n{times}\n{notes}"
