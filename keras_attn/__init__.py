@@ -24,4 +24,4 @@ def __getattr__(name):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     for subpackage in _SUBPACKAGES:
         importlib.import_module(f"{__name__}.{subpackage}")
-    return globals()[name]
+    return importlib.import_module(f"{__name__}.{name}")
