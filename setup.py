@@ -71,7 +71,6 @@ setup(
     # Keras 3.15 (and JAX since 0.7) needs Python 3.11 or later.
     python_requires=">=3.11",
     packages=find_packages(include=["keras_attn", "keras_attn.*"]),
-    py_modules=["keras_attn_cli"],
     include_package_data=True,
     package_data={"keras_attn": ["py.typed"]},
     # A layer library: Keras and NumPy only. Pick a backend with an extra.
@@ -104,5 +103,5 @@ setup(
             "mkdocstrings[python]",
         ],
     },
-    entry_points={"console_scripts": ["keras-attn=keras_attn_cli:main"]},
+    entry_points={"console_scripts": ["keras-attn=keras_attn.cli:main"]},
 )

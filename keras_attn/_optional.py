@@ -57,7 +57,7 @@ EXTRA_MODULES = {
 
 def missing_modules(extra):
     """Names of the modules of `extra` that are not installed (found without importing)."""
-    return [name for name in EXTRA_MODULES[extra] if not _installed(name)]
+    return [name for name in EXTRA_MODULES[extra] if not is_installed(name)]
 
 
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -78,13 +78,24 @@ def import_keras():
 
     Raises:
         ModuleNotFoundError: if the chosen backend is not installed.
+        ValueError: if the chosen backend is not a Keras backend.
     """
     try:
         import keras
+    except ValueError as error:  # Keras: "Unable to import backend : NAME"
+        if not str(error).startswith("Unable to import backend"):
+            raise
+        backend = str(error).rsplit(":", 1)[-1].strip()
+        raise ValueError(
+            '`KERAS_BACKEND` (else "backend" in ~/.keras/keras.json) must name a Keras '
+            f"backend, one of {list(BACKENDS)}: `{backend}` is not installed. Install one with "
+            '`pip install "keras-attn[tensorflow]"` (or `[jax]`, `[torch]`). '
+            f"Received: KERAS_BACKEND={backend!r}"
+        ) from error
     except ModuleNotFoundError as error:
         if error.name not in BACKENDS:
             raise
-        installed = [name for name in BACKENDS if name != error.name and _installed(name)]
+        installed = [name for name in BACKENDS if name != error.name and is_installed(name)]
         choose = (
             f"Choose an installed one ({', '.join(installed)}) with e.g. "
             f"`KERAS_BACKEND={installed[0]}`, or"
@@ -101,7 +112,7 @@ def import_keras():
     return keras
 
 
-def _installed(module):
+def is_installed(module):
     """Whether `module` can be found, without importing it."""
     try:
         return importlib.util.find_spec(module) is not None

@@ -1,29 +1,21 @@
-"""The `keras-attn` command line: the tour and the paper reproductions.
+"""The `keras-attn` command line (also `python -m keras_attn`): the tour and the reproductions.
 
-The command line imports Keras (and so the backend) only once it knows which
-command runs, so `keras-attn --help` answers at once. TensorFlow's C++ INFO
-log lines are hidden unless `TF_CPP_MIN_LOG_LEVEL` is set by the user.
+Like every use of the package, the command line imports Keras (and so the
+backend) when it starts, which registers the library's classes. Every option
+is checked while the command line is parsed, before anything trains.
 """
 
 import argparse
-import contextlib
 import importlib
+import importlib.metadata
 import importlib.util
-import json
-import os
-import re
 import sys
-import tempfile
 import textwrap
 
 from keras_attn._optional import missing_modules
 from keras_attn.datasets.errors import DatasetNotFoundError
-from keras_attn.reproduce import REPRODUCTIONS
-
-# TensorFlow's own INFO lines, printed to the C-level stderr before its log level is read.
-_TENSORFLOW_INFO = re.compile(
-    r"^(I\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] |WARNING: All log messages before absl::InitializeLog)"
-)
+from keras_attn.reproduce import REPRODUCTIONS, RESULTS_PAGE
+from keras_attn.utils.validation import output_folder
 
 _DESCRIPTION = """\
 Self-attention layers for Keras 3: a guided tour and paper reproductions.
@@ -34,7 +26,8 @@ Self-attention layers for Keras 3: a guided tour and paper reproductions.
   keras-attn reproduce NAME --help what NAME does, its options and run times
 """
 
-_SEEDS_HELP = "Every reproduction's --seeds N runs the seeds 0, 1, ..., N-1"
+_SEEDS_HELP = "--seeds N runs the seeds 0, 1, ..., N-1"
+_TAKE_SEEDS = ", ".join(name for name, entry in REPRODUCTIONS.items() if entry.seeds)
 
 
 def build_parser(argv=None):
@@ -46,6 +39,7 @@ def build_parser(argv=None):
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     tour_parser = commands.add_parser(
         "tour",
@@ -54,14 +48,16 @@ def build_parser(argv=None):
         "as a SavedModel, reload it and check it serves the same predictions.",
     )
     if chosen[:1] == ["tour"]:
-        tour = _import_quietly("keras_attn.tour")
+        tour = importlib.import_module("keras_attn.tour")
         tour.add_arguments(tour_parser)
         tour_parser.set_defaults(run=tour.run)
     reproduce_parser = commands.add_parser(
         "reproduce",
         help="Reproduce a paper's effect (fast setting by default, --full for the documented one).",
         description="Reproduce a paper's effect. Without --full each runs its fast setting, a "
-        f"smoke test whose numbers are not the paper's result. {_SEEDS_HELP}.",
+        "smoke test whose numbers are not the paper's result. Run times are orders of "
+        f"magnitude on 2 CPU cores; docs/{RESULTS_PAGE} has the measured ones. "
+        f"{_SEEDS_HELP} in {_TAKE_SEEDS}; the others take one --seed.",
     )
     papers = reproduce_parser.add_subparsers(dest="paper", required=True, metavar="NAME")
     for name, entry in REPRODUCTIONS.items():
@@ -78,20 +74,29 @@ def build_parser(argv=None):
         )
         paper_parser.add_argument(
             "--out",
+            type=output_folder,
             default=f"runs/{name}",
-            help="folder for the JSON and PNG results (default: %(default)s)",
+            help="folder for the JSON and PNG results, writable or creatable "
+            "(default: %(default)s)",
         )
         if chosen == ["reproduce", name]:
-            module = _import_quietly(f"keras_attn.reproduce.{entry.module}")
+            module = importlib.import_module(f"keras_attn.reproduce.{entry.module}")
             module.add_arguments(paper_parser)
             paper_parser.description = _describe(module, entry)
             paper_parser.set_defaults(run=module.run)
     return parser
 
 
+def version():
+    """The installed `keras-attn` version, or `"unknown (not installed)"`."""
+    try:
+        return importlib.metadata.version("keras-attn")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def main(argv=None):
     """Runs the command in `argv` (default `sys.argv[1:]`); returns the exit status."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # INFO off, before TF is imported
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["tour"] or (argv[:1] == ["reproduce"] and argv[1:2] in _papers()):
         problem = _missing_requirement(argv[0])
@@ -112,22 +117,11 @@ def _papers():
     return [[name] for name in REPRODUCTIONS]
 
 
-# Keras backend name -> the module it needs.
-_BACKEND_MODULES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
-
-
 def _missing_requirement(command):
-    """Says what to install when the backend or the `reproduce` extra is missing, else `None`."""
-    if "keras" not in sys.modules:
-        backend = os.environ.get("KERAS_BACKEND") or _configured_backend()
-        module = _BACKEND_MODULES.get(backend, backend)
-        if importlib.util.find_spec(module) is None:
-            return (
-                f"keras-attn {command} needs a Keras backend: Keras is set to the {backend!r} "
-                f"backend, but `{module}` is not installed. Install one with "
-                '`pip install "keras-attn[tensorflow]"` (or `[jax]`, `[torch]`, with '
-                "KERAS_BACKEND=jax or torch)."
-            )
+    """Says what to install when the `reproduce` extra is missing, else `None`.
+
+    A missing backend is reported earlier, by `import keras_attn`.
+    """
     needed = missing_modules("reproduce")
     if needed:
         return (
@@ -137,26 +131,18 @@ def _missing_requirement(command):
     return None
 
 
-def _configured_backend():
-    """The backend in Keras' config file (`~/.keras/keras.json`), `tensorflow` by default."""
-    folder = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
-    try:
-        with open(os.path.join(folder, "keras.json")) as config:
-            return json.load(config).get("backend", "tensorflow")
-    except (OSError, ValueError):
-        return "tensorflow"
-
-
 def _describe(module, entry):
     doc = (module.__doc__ or entry.help).strip()
     times = (
-        "Run time on 2 CPU cores:\n"
+        "Run time on 2 CPU cores, order of magnitude:\n"
         f"  fast setting (default): {entry.fast_time}\n"
         f"  --full: {entry.full_time}"
     )
+    seeds = f" {_SEEDS_HELP}." if entry.seeds else ""
     notes = textwrap.fill(
         "The fast setting is a smoke test: its numbers are not the paper's result. Results "
-        f"and the paper's numbers: docs/{entry.page}. {_SEEDS_HELP}.",
+        f"and the paper's numbers: docs/{entry.page}; measured run times: "
+        f"docs/{RESULTS_PAGE}.{seeds}",
         width=76,
     )
     return f"{doc}\n\n{times}\n{notes}"
@@ -185,34 +171,6 @@ def _announce(args):
     else:
         print(f"Running the full setting of {args.paper} ({entry.full_time} on 2 CPU cores).")
     return setting
-
-
-def _import_quietly(module):
-    """Imports `module`, hiding TensorFlow's INFO lines unless the user set a log level."""
-    if "keras" in sys.modules or os.environ.get("TF_CPP_MIN_LOG_LEVEL", "1") != "1":
-        return importlib.import_module(module)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    with _filtered_stderr():
-        return importlib.import_module(module)
-
-
-@contextlib.contextmanager
-def _filtered_stderr():
-    """Sends the process's stderr (fd 2) through a filter that drops TensorFlow INFO lines."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as captured:
-        os.dup2(captured.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            captured.seek(0)
-            for line in captured.read().decode(errors="replace").splitlines(keepends=True):
-                if not _TENSORFLOW_INFO.match(line):
-                    sys.stderr.write(line)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 Reads Fashion-MNIST from the Debian package `dataset-fashion-mnist`, treats
 each image as a sequence of 28 rows, trains a one-block transformer built
 from the library's layers with XLA, and checks that the exported SavedModel
-serves the same predictions.
+serves the same predictions. It runs on the TensorFlow backend, and on JAX
+where TensorFlow is installed: Keras exports a JAX model through TensorFlow.
 """
 
 import time
@@ -11,17 +12,23 @@ import time
 import keras
 import numpy as np
 
+from keras_attn._optional import is_installed
 from keras_attn.datasets import load_fashion_mnist
 from keras_attn.layers import MultiHeadSelfAttention, PositionEmbedding
 from keras_attn.utils import finish_run, is_small_run
 from keras_attn.utils.training import build_optimizer
+from keras_attn.utils.validation import int_option, output_folder
 
 
 def add_arguments(parser):
-    parser.add_argument("--epochs", type=int, default=3, help="Training epochs.")
-    parser.add_argument("--train-size", type=int, default=12000, help="Training images used.")
-    parser.add_argument("--out", default="runs/tour", help="Folder for results and the model.")
-    parser.add_argument("--seed", type=int, default=0, help="Random seed.")
+    parser.add_argument("--epochs", type=int_option(), default=3, help="Training epochs.")
+    parser.add_argument(
+        "--train-size", type=int_option(1, 60000), default=12000, help="Training images used."
+    )
+    parser.add_argument(
+        "--out", type=output_folder, default="runs/tour", help="Folder for results and the model."
+    )
+    parser.add_argument("--seed", type=int_option(0), default=0, help="Random seed.")
 
 
 def build_row_classifier(num_classes=10, hidden_dim=64, num_heads=4, rows=28, columns=28):
@@ -39,9 +46,36 @@ def build_row_classifier(num_classes=10, hidden_dim=64, num_heads=4, rows=28, co
     return keras.Model(images, outputs, name="row_transformer")
 
 
+def export_refusal(backend):
+    """Why the tour cannot export a SavedModel on `backend`, or `None` if it can.
+
+    Keras exports a SavedModel from TensorFlow, and from JAX through
+    TensorFlow, so JAX needs TensorFlow installed too; the tour does not
+    export from torch.
+
+    Args:
+        backend: a Keras backend name, e.g. `keras.backend.backend()`.
+
+    Returns:
+        The message to print instead of running, or `None`.
+    """
+    if backend not in ("tensorflow", "jax"):
+        return (
+            f"The tour exports a SavedModel, which it does from TensorFlow or JAX only: run it "
+            f"with KERAS_BACKEND=tensorflow or jax. Received: KERAS_BACKEND={backend!r}"
+        )
+    if backend == "jax" and not is_installed("tensorflow"):
+        return (
+            "The tour exports a SavedModel, which needs TensorFlow on the JAX backend too: "
+            'install it with `pip install "keras-attn[tensorflow]"`.'
+        )
+    return None
+
+
 def run(args):
-    if keras.backend.backend() != "tensorflow":
-        raise SystemExit("The tour exports a SavedModel: run it with KERAS_BACKEND=tensorflow.")
+    refusal = export_refusal(keras.backend.backend())
+    if refusal:
+        raise SystemExit(refusal)
     import tensorflow as tf
 
     started_at = time.time()

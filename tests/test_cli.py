@@ -1,5 +1,10 @@
+import argparse
+import importlib.metadata
 import json
+import subprocess
+import sys
 
+import keras
 import pytest
 
 from keras_attn import cli
@@ -36,3 +41,124 @@ def test_write_results_converts_numpy_values(tmp_path):
     paths = write_results(tmp_path / "out", "demo", {"mean": np.float32(0.5), "xs": np.arange(3)})
     assert json.loads(paths["json"].read_text()) == {"mean": 0.5, "xs": [0, 1, 2]}
     assert "png" not in paths
+
+
+def test_version_comes_from_the_package_metadata(capsys):
+    with pytest.raises(SystemExit) as raised:
+        cli.main(["--version"])
+    assert raised.value.code == 0
+    assert capsys.readouterr().out == f"keras-attn {importlib.metadata.version('keras-attn')}\n"
+
+
+def test_the_one_entry_point_answers_help():
+    done = subprocess.run(
+        [sys.executable, "-m", "keras_attn", "--help"], capture_output=True, text=True
+    )
+    assert done.returncode == 0
+    assert "usage: keras-attn [-h] [--version] COMMAND" in done.stdout
+
+
+# Options that make no sense: (command line, the message argparse ends with).
+BAD_OPTIONS = [
+    (["reproduce", "parity", "--steps", "0"], "argument --steps: must be an integer >= 1. "),
+    (["reproduce", "parity", "--steps", "-5"], "Received: '-5'"),
+    (["reproduce", "parity", "--learning-rate", "nan"], "Received: 'nan'"),
+    (["reproduce", "parity", "--learning-rate", "-1"], "must be a number in (0.0, inf]. "),
+    (["reproduce", "parity", "--seeds", "-1"], "argument --seeds: must be an integer >= 1. "),
+    (["reproduce", "parity", "--train-lengths", "10", "0"], "argument --train-lengths: "),
+    (["reproduce", "parity", "--workers", "0"], "argument --workers: "),
+    (["reproduce", "mimetic", "--seeds", "0"], "argument --seeds: "),
+    (["reproduce", "mimetic", "--train-sizes", "x"], "Received: 'x'"),
+    (["reproduce", "bsarec", "--alpha", "1.5"], "must be a number in [0.0, 1.0]. Received: '1.5'"),
+    (["reproduce", "bsarec", "--learning-rate", "inf"], "argument --learning-rate: "),
+    (["reproduce", "bsarec", "--batch-size", "0"], "argument --batch-size: "),
+    (["reproduce", "adavit", "--gammas", "0.5", "0"], "must be a number in (0.0, 1.0]. "),
+    (["reproduce", "t2t", "--train-size", "70000"], "must be an integer in [1, 60000]. "),
+    (["reproduce", "topics", "--seed", "-1"], "argument --seed: must be an integer >= 0. "),
+    (["reproduce", "heads", "--seed", "1.5"], "argument --seed: "),
+    (["reproduce", "logsparse", "--seed", "-1"], "argument --seed: "),
+    (["reproduce", "ffn-memories", "--top-k", "0"], "argument --top-k: "),
+    (["tour", "--epochs", "0"], "argument --epochs: "),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"), BAD_OPTIONS, ids=[" ".join(a) for a, _ in BAD_OPTIONS]
+)
+def test_an_option_that_makes_no_sense_ends_the_parse(argv, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as raised:
+        cli.main([*argv, "--out", str(tmp_path / "out")])
+    assert raised.value.code == 2
+    assert message in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [["tour"], ["reproduce", "parity"]])
+def test_an_unwritable_out_is_refused_before_anything_runs(command, tmp_path, capsys):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("kept")
+    for out, message in (
+        (a_file, f"argument --out: cannot be a folder: {a_file} is a file. "),
+        (a_file / "results", f"argument --out: cannot be a folder: {a_file} is a file. "),
+        ("", "argument --out: must be a folder. Received: ''"),
+    ):
+        with pytest.raises(SystemExit):
+            cli.main([*command, "--out", str(out)])
+        assert message in capsys.readouterr().err
+    assert [path.name for path in tmp_path.iterdir()] == ["a_file"]
+    assert a_file.read_text() == "kept"
+
+
+def test_a_creatable_out_is_accepted_and_not_created(tmp_path):
+    out = tmp_path / "new" / "results"
+    args = cli.build_parser(["reproduce", "parity"]).parse_args(
+        ["reproduce", "parity", "--out", str(out), "--steps", "3", "--learning-rate", "1e-3"]
+    )
+    assert (args.out, args.steps, args.learning_rate) == (str(out), 3, 0.001)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_help_says_which_reproductions_take_seeds():
+    parser = cli.build_parser(["reproduce", "parity"])
+    reproduce_parser = _subparser(parser, "reproduce")
+    assert "--seeds N runs the seeds 0, 1, ..., N-1 in adavit, bsarec, mimetic, parity, t2t, " in (
+        " ".join(reproduce_parser.description.split())
+    )
+    papers = _subparser(reproduce_parser, "parity")
+    assert "--seeds N runs the seeds" in " ".join(papers.description.split())
+    logsparse = cli.build_parser(["reproduce", "logsparse"])
+    description = _subparser(_subparser(logsparse, "reproduce"), "logsparse").description
+    assert "--seeds" not in description
+    assert "order of magnitude" in description and "docs/results.md" in description
+
+
+def _subparser(parser, name):
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return commands.choices[name]
+
+
+@pytest.mark.backend_agnostic
+def test_the_tour_refuses_only_a_backend_it_cannot_export_from(monkeypatch, tmp_path, capsys):
+    from keras_attn import tour
+
+    assert tour.export_refusal("tensorflow") is None
+    assert tour.export_refusal("jax") is None  # TensorFlow is installed
+    assert "Received: KERAS_BACKEND='torch'" in tour.export_refusal("torch")
+    if keras.backend.backend() == "torch":  # refused before any data is read
+        with pytest.raises(SystemExit, match="from TensorFlow or JAX only"):
+            cli.main(["tour", "--out", str(tmp_path / "tour")])
+        assert list(tmp_path.iterdir()) == []
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # as if it were not installed
+    assert 'pip install "keras-attn[tensorflow]"' in tour.export_refusal("jax")
+
+
+@pytest.mark.slow
+@pytest.mark.backend_agnostic
+def test_the_tour_trains_exports_and_reloads_wherever_it_can_export(tmp_path):
+    from keras_attn import tour
+
+    if tour.export_refusal(keras.backend.backend()):
+        pytest.skip("the refusal is tested above")
+    assert cli.main(["tour", "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "tour.json").read_text())
+    assert results["saved_model_max_difference"] < 1e-4

@@ -1,4 +1,4 @@
-"""The command line starts without Keras, the data cache, the setup-time fetcher, extras."""
+"""The command line, the data cache, the setup-time fetcher, the extras and the metadata."""
 
 import argparse
 import email
@@ -32,19 +32,6 @@ from keras_attn.datasets._files import data_dir, find_package_file
 from keras_attn.utils import finish_run
 
 
-def test_help_does_not_import_keras():
-    code = (
-        "import sys, keras_attn_cli\n"
-        "sys.argv = ['keras-attn', '--help']\n"
-        "try:\n    keras_attn_cli.main()\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in ('keras', 'tensorflow', 'jax', 'torch') if m in sys.modules))"
-    )
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert "usage: keras-attn" in done.stdout
-    assert done.stdout.strip().splitlines()[-1] == "[]"
-
-
 def test_import_keras_attn_registers_every_serializable_class():
     code = "import keras_attn, keras\nprint(keras.saving.get_custom_objects().keys())\n"
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
@@ -57,14 +44,16 @@ def test_import_keras_attn_registers_every_serializable_class():
     assert registered.count("keras_attn>") == declared
 
 
-def test_a_missing_backend_is_named_before_keras_is_imported(tmp_path):
+def test_an_unknown_backend_is_named(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.getcwd(), "KERAS_BACKEND": "no_such_backend"}
-    args = [sys.executable, "-m", "keras_attn_cli", "reproduce", "parity"]
+    args = [sys.executable, "-m", "keras_attn", "reproduce", "parity"]
     done = subprocess.run(args, capture_output=True, text=True, env=env, cwd=os.getcwd())
     assert done.returncode == 1
-    assert "`no_such_backend` is not installed" in done.stderr
-    assert 'pip install "keras-attn[tensorflow]"' in done.stderr
-    assert "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ValueError: `KERAS_BACKEND`")
+    assert "`no_such_backend` is not installed" in last
+    assert 'pip install "keras-attn[tensorflow]"' in last
+    assert last.endswith("Received: KERAS_BACKEND='no_such_backend'")
 
 
 def test_registry_matches_the_modules():
@@ -76,20 +65,6 @@ def test_registry_matches_the_modules():
         assert os.path.isfile(os.path.join("docs", entry.page))
 
 
-@pytest.mark.parametrize("setting", ["fast", "full"])
-@pytest.mark.parametrize("name", sorted(reproduce.REPRODUCTIONS))
-def test_run_times_are_measured_where_a_result_is_committed(name, setting):
-    stated = getattr(reproduce.REPRODUCTIONS[name], f"{setting}_time")
-    path = os.path.join("results", f"{name}-{setting}.json")
-    if not os.path.isfile(path):
-        assert stated.endswith("(estimate)")
-    else:
-        with open(path) as file:
-            meta = json.load(file)["meta"]
-        load = meta["load_average"][0]
-        assert stated == f"{meta['wall_time_s']:.0f} s (measured at load {load:.1f})"
-
-
 @pytest.mark.parametrize("name", sorted(reproduce.REPRODUCTIONS))
 def test_every_reproduction_option_is_described(name):
     paper_parser = _subparser(_subparser(cli.build_parser(["reproduce", name]), "reproduce"), name)
@@ -99,7 +74,8 @@ def test_every_reproduction_option_is_described(name):
     undocumented = [a.dest for a in paper_parser._actions if not a.help]
     assert undocumented == []
     seeds = [a for a in paper_parser._actions if a.dest == "seeds"]
-    assert all(a.type is int and a.nargs is None and "0..N-1" in a.help for a in seeds)
+    assert len(seeds) == entry.seeds
+    assert all(a.type("2") == 2 and a.nargs is None and "0..N-1" in a.help for a in seeds)
 
 
 def _subparser(parser, name):
@@ -122,7 +98,9 @@ def demo_reproduction(monkeypatch):
 
     module.run = run
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    entry = reproduce.Reproduction("demo", module.HELP, "a moment", "two moments", "index.md")
+    entry = reproduce.Reproduction(
+        "demo", module.HELP, "a minute or two", "several minutes", "index.md", seeds=False
+    )
     monkeypatch.setitem(reproduce.REPRODUCTIONS, "demo", entry)
     monkeypatch.setenv("KERAS_ATTN_SMALL", "0")
     return module
@@ -132,14 +110,14 @@ def test_a_fast_run_says_it_is_a_smoke_test_and_where_it_wrote(demo_reproduction
     out = tmp_path / "out"
     assert cli.main(["reproduce", "demo", "--out", str(out), "--value", "3"]) == 0
     printed = capsys.readouterr().out
-    assert "Running the FAST setting of demo (a moment" in printed
+    assert "Running the FAST setting of demo (a minute or two" in printed
     assert "not the paper's result" in printed
     assert f"Wrote {out / 'demo.json'}" in printed
     written = json.loads((out / "demo.json").read_text())
     assert {key: written[key] for key in ("value", "full")} == {"value": 3, "full": False}
     assert cli.main(["reproduce", "demo", "--out", str(out), "--full"]) == 0
     printed = capsys.readouterr().out
-    assert "Running the full setting of demo (two moments" in printed
+    assert "Running the full setting of demo (several minutes" in printed
     assert "smoke test" not in printed
 
 
@@ -160,14 +138,6 @@ def test_missing_data_ends_with_the_install_hint(demo_reproduction, monkeypatch,
     assert capsys.readouterr().err == (
         "keras-attn reproduce: The corpus was not found. Run: fetch it\n"
     )
-
-
-def test_tensorflow_info_lines_are_filtered(capfd):
-    with cli._filtered_stderr():
-        os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are\n")
-        os.write(2, b"I0000 00:00:1796276719.127137   22635 port.cc:153] oneDNN custom ops\n")
-        os.write(2, b"a real error\n")
-    assert capfd.readouterr().err == "a real error\n"
 
 
 def test_require_names_the_extra():
@@ -262,7 +232,7 @@ def test_the_package_metadata(tmp_path):
 def test_the_version_is_read_from_the_package_without_importing_it(tmp_path):
     source = tmp_path / "source"
     (source / "keras_attn").mkdir(parents=True)
-    for name in ("setup.py", "README.md", "LICENSE", "keras_attn_cli.py", "keras_attn/py.typed"):
+    for name in ("setup.py", "README.md", "LICENSE", "keras_attn/py.typed"):
         shutil.copy(name, source / name)
     init = pathlib.Path("keras_attn/__init__.py").read_text()
     changed = re.sub(r'__version__ = ".*"', '__version__ = "9.8.7"', init)
@@ -320,7 +290,10 @@ def test_import_without_the_default_backend_names_keras_backend(tmp_path):
 def test_a_jax_only_install_imports_and_the_tour_asks_for_tensorflow(tmp_path):
     code = "import keras_attn.tour\ntry:\n    keras_attn.tour.run(None)\nexcept SystemExit as e:\n"
     done = _run_without_tensorflow(code + "    print(e)", tmp_path, KERAS_BACKEND="jax")
-    assert done.stdout == "The tour exports a SavedModel: run it with KERAS_BACKEND=tensorflow.\n"
+    assert done.stdout == (
+        "The tour exports a SavedModel, which needs TensorFlow on the JAX backend too: "
+        'install it with `pip install "keras-attn[tensorflow]"`.\n'
+    )
 
 
 def _hide(monkeypatch, module):

@@ -16,13 +16,33 @@ The library logic a reproduction calls lives in the library packages.
 
 `REPRODUCTIONS` lists them without importing them, so that the command line
 starts in well under a second: a module (and Keras with it) is imported only
-when its reproduction is asked for. A test checks that the list matches the
-modules.
+when its reproduction is asked for. Its run times are orders of magnitude,
+not measurements, so that a rerun never means editing them: the measured
+times are in the docs. Tests check that the list matches the modules and
+that every committed run's time falls in its band.
 """
 
 import dataclasses
 import importlib
+import math
 import pkgutil
+
+from keras_attn.utils.validation import check_choice
+
+# Order-of-magnitude run times on 2 idle CPU cores, and the wall times (s) each
+# covers. The measured time of every committed run is on the Results page of
+# the docs; a test checks that it falls in its entry's band, give or take a
+# factor of 2 for a busy machine.
+RUN_TIMES = {
+    "a minute or two": (0, 180),
+    "several minutes": (180, 900),
+    "about half an hour": (900, 3600),
+    "hours": (3600, math.inf),
+}
+"""Maps each run-time estimate the command line shows to its band in seconds."""
+
+RESULTS_PAGE = "results.md"
+"""The docs page that lists the measured wall time of every committed run."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,13 +52,12 @@ class Reproduction:
     Attributes:
         module: module name inside `keras_attn.reproduce`.
         help: one line, the module's `HELP`.
-        fast_time: wall time of the fast (default) setting on 2 CPU cores:
-            "measured" with the load of the run where `results/NAME-fast.json`
-            is committed (a test checks the number), otherwise an estimate.
-        full_time: wall time of `--full` on 2 CPU cores, measured where
-            `results/NAME-full.json` is committed (a test checks the
-            number), otherwise an estimate.
+        fast_time: order of magnitude of the fast (default) setting's wall
+            time on 2 CPU cores, a key of `RUN_TIMES`.
+        full_time: the same for `--full`.
         page: the documentation page of the paper, relative to `docs/`.
+        seeds: whether the reproduction takes `--seeds N` (the seeds
+            `0..N-1`); the others take one `--seed`.
     """
 
     module: str
@@ -46,73 +65,85 @@ class Reproduction:
     fast_time: str
     full_time: str
     page: str
+    seeds: bool
+
+    def __post_init__(self):
+        for name in ("fast_time", "full_time"):
+            check_choice(name, getattr(self, name), tuple(RUN_TIMES))
 
 
-# Times on 2 CPU cores: measured ones come from the `meta` of the committed
-# result file, on a shared machine whose load is given; estimates are for idle cores.
 REPRODUCTIONS = {
     "adavit": Reproduction(
         "adavit",
         "AdaViT on Fashion-MNIST: accuracy vs MACs and fast-path latency at several γ.",
-        "about 5 minutes (estimate)",
-        "1652 s (measured at load 1.4)",
+        "several minutes",
+        "about half an hour",
         "adavit.md",
+        seeds=True,
     ),
     "bsarec": Reproduction(
         "bsarec",
         "BSARec vs SASRec next-item recommendation on MovieLens-100K.",
-        "77 s (measured at load 1.1)",
-        "about 4 hours, up to 15 at 200 epochs (estimate)",
+        "a minute or two",
+        "hours",
         "bsarec.md",
+        seeds=True,
     ),
     "ffn-memories": Reproduction(
         "ffn_memories",
         "Key-value memories in the feed-forward layers of a word-level LM on Jane Austen.",
-        "84 s (measured at load 1.7)",
-        "1624 s (measured at load 7.2)",
+        "a minute or two",
+        "about half an hour",
         "ffn-memories.md",
+        seeds=False,
     ),
     "heads": Reproduction(
         "heads",
         "Head importance and pruning of MiniLM on Bible-section classification (Michel et al.).",
-        "about 3 minutes (estimate)",
-        "848 s (measured at load 1.9)",
+        "several minutes",
+        "several minutes",
         "head-pruning.md",
+        seeds=False,
     ),
     "logsparse": Reproduction(
         "logsparse",
         "LogSparse + convolutional attention vs full attention, same window and same memory.",
-        "120 s (measured at load 1.5)",
-        "2076 s (measured at load 2.2)",
+        "a minute or two",
+        "about half an hour",
         "logsparse.md",
+        seeds=False,
     ),
     "mimetic": Reproduction(
         "mimetic",
         "Small ViT on Fashion-MNIST: default vs mimetic attention init; MiniLM weight analysis.",
-        "about 5 minutes (estimate)",
-        "1942 s (measured at load 1.3)",
+        "several minutes",
+        "about half an hour",
         "mimetic-init.md",
+        seeds=True,
     ),
     "parity": Reproduction(
         "parity",
         "FIRST/PARITY length generalisation with and without log-length scaled attention.",
-        "60 s (measured at load 2.9)",
-        "492 s (measured at load 3.8)",
+        "a minute or two",
+        "several minutes",
         "parity-first.md",
+        seeds=True,
     ),
     "t2t": Reproduction(
         "t2t",
         "T2T-ViT on Fashion-MNIST: T2T module vs patches, deep-narrow vs shallow-wide.",
-        "about 5 minutes (estimate)",
-        "1788 s (measured at load 1.4)",
+        "several minutes",
+        "about half an hour",
         "t2t-vit.md",
+        seeds=True,
     ),
     "topics": Reproduction(
         "topics",
         "Topic structure in a one-layer attention model trained on LDA data, and in MiniLM.",
-        "about 3 minutes (estimate)",
-        "447 s (measured at load 2.6)",
+        "several minutes",
+        "several minutes",
         "topic-structure.md",
+        seeds=True,
     ),
 }
 """Maps each reproduction's `NAME` to what the command line shows for it."""

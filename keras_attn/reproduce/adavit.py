@@ -18,6 +18,7 @@ from keras_attn.models import finetune_adavit, finetune_vit, pretrain_vit
 from keras_attn.models.adavit_fast_path import xla_function
 from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
 from keras_attn.utils import batch_latency_ms
+from keras_attn.utils.validation import float_option, int_option
 
 NAME = "adavit"
 HELP = "AdaViT on Fashion-MNIST: accuracy vs MACs and fast-path latency at several γ."
@@ -61,13 +62,15 @@ MEASURES = ("accuracy", "macs", "latency_ms")
 def add_arguments(parser):
     parser.add_argument(
         "--gammas",
-        type=float,
+        type=float_option(0.0, 1.0, low_open=True),
         nargs="+",
         default=[0.3, 0.5, 0.7],
         help="usage targets γ, one fine-tuned model each (default: 0.3 0.5 0.7)",
     )
     parser.add_argument(
-        "--seeds", type=int, help="Number of seeds N: runs seeds 0..N-1 (overrides the setting)."
+        "--seeds",
+        type=int_option(),
+        help="Number of seeds N: runs seeds 0..N-1 (overrides the setting).",
     )
 
 

@@ -22,6 +22,7 @@ from keras_attn.recommendation import (
 )
 from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
 from keras_attn.utils.training import build_optimizer
+from keras_attn.utils.validation import float_option, int_option
 
 NAME = "bsarec"
 HELP = "BSARec vs SASRec next-item recommendation on MovieLens-100K."
@@ -44,24 +45,44 @@ AUTO_JIT = {"SASRec": False, "BSARec": True}
 
 def add_arguments(parser):
     parser.add_argument(
-        "--seeds", type=int, help="Number of seeds N: runs seeds 0..N-1 (fast 2, full 3)."
+        "--seeds", type=int_option(), help="Number of seeds N: runs seeds 0..N-1 (fast 2, full 3)."
     )
-    parser.add_argument("--epochs", type=int, help="Most epochs per run (fast 2, full 200).")
-    parser.add_argument("--patience", type=int, help="Early-stopping patience (fast 2, full 10).")
     parser.add_argument(
-        "--alphas", type=float, nargs="+", help="BSARec filter weights tried (default: no grid)."
+        "--epochs", type=int_option(), help="Most epochs per run (fast 2, full 200)."
     )
-    parser.add_argument("--cutoffs", type=int, nargs="+", help="BSARec c values tried.")
-    parser.add_argument("--alpha", type=float, default=0.9, help="BSARec filter weight.")
-    parser.add_argument("--cutoff", type=int, default=3, help="BSARec's c (keeps c//2+1 bins).")
     parser.add_argument(
-        "--grid-users", type=int, help="Users of the alpha/c search (default: all of the run's)."
+        "--patience", type=int_option(), help="Early-stopping patience (fast 2, full 10)."
     )
-    parser.add_argument("--grid-epochs", type=int, help="Most epochs per alpha/c candidate.")
-    parser.add_argument("--learning-rate", type=float, default=1e-3, help="Adam learning rate.")
-    parser.add_argument("--batch-size", type=int, default=256, help="Training batch size.")
     parser.add_argument(
-        "--max-length", type=int, help="History length (fast 20, full 50 as in the paper)."
+        "--alphas",
+        type=float_option(0.0, 1.0),
+        nargs="+",
+        help="BSARec filter weights tried (default: no grid).",
+    )
+    parser.add_argument("--cutoffs", type=int_option(), nargs="+", help="BSARec c values tried.")
+    parser.add_argument(
+        "--alpha", type=float_option(0.0, 1.0), default=0.9, help="BSARec filter weight."
+    )
+    parser.add_argument(
+        "--cutoff", type=int_option(), default=3, help="BSARec's c (keeps c//2+1 bins)."
+    )
+    parser.add_argument(
+        "--grid-users",
+        type=int_option(),
+        help="Users of the alpha/c search (default: all of the run's).",
+    )
+    parser.add_argument(
+        "--grid-epochs", type=int_option(), help="Most epochs per alpha/c candidate."
+    )
+    parser.add_argument(
+        "--learning-rate",
+        type=float_option(0.0, low_open=True),
+        default=1e-3,
+        help="Adam learning rate.",
+    )
+    parser.add_argument("--batch-size", type=int_option(), default=256, help="Training batch size.")
+    parser.add_argument(
+        "--max-length", type=int_option(), help="History length (fast 20, full 50 as in the paper)."
     )
     parser.add_argument(
         "--jit-compile",

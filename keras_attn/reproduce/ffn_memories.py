@@ -27,6 +27,7 @@ from keras_attn.datasets.jane_austen import (
 from keras_attn.models.decoder_language_model import build_decoder_language_model
 from keras_attn.reproduce._run import choose_setting, finish
 from keras_attn.utils.training import build_optimizer
+from keras_attn.utils.validation import int_option
 
 NAME = "ffn-memories"
 HELP = "Key-value memories in the feed-forward layers of a word-level LM on Jane Austen."
@@ -45,10 +46,14 @@ SETTINGS = {
 
 
 def add_arguments(parser):
-    parser.add_argument("--seed", type=int, default=0, help="seed of the weights and the split")
-    parser.add_argument("--top-k", type=int, default=25, help="trigger examples kept per key")
     parser.add_argument(
-        "--epochs", type=int, default=None, help="training epochs (default: the setting's)"
+        "--seed", type=int_option(0), default=0, help="seed of the weights and the split"
+    )
+    parser.add_argument(
+        "--top-k", type=int_option(), default=25, help="trigger examples kept per key"
+    )
+    parser.add_argument(
+        "--epochs", type=int_option(), default=None, help="training epochs (default: the setting's)"
     )
 
 

@@ -38,6 +38,7 @@ from keras_attn.pruning import (
 from keras_attn.reproduce._run import choose_setting, finish
 from keras_attn.text import WordPieceTokenizer
 from keras_attn.utils import bootstrap_interval
+from keras_attn.utils.validation import int_option
 
 NAME = "heads"
 HELP = "Head importance and pruning of MiniLM on Bible-section classification (Michel et al.)."
@@ -69,7 +70,9 @@ SETTINGS = {
 
 
 def add_arguments(parser):
-    parser.add_argument("--seed", type=int, default=0, help="Seed of the data and orderings.")
+    parser.add_argument(
+        "--seed", type=int_option(0), default=0, help="Seed of the data and orderings."
+    )
 
 
 def run(args):

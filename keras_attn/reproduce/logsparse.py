@@ -36,6 +36,7 @@ from keras_attn.forecasting import (
     windows_within_budget,
 )
 from keras_attn.reproduce._run import choose_setting, finish
+from keras_attn.utils.validation import int_option
 
 NAME = "logsparse"
 HELP = "LogSparse + convolutional attention vs full attention, same window and same memory."
@@ -142,7 +143,9 @@ def add_arguments(parser):
         default="both",
         help="same-window comparison, memory-budget comparison, or both (default)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="first seed of the weights and windows")
+    parser.add_argument(
+        "--seed", type=int_option(0), default=0, help="first seed of the weights and windows"
+    )
 
 
 def settings(args):

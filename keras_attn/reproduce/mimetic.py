@@ -37,6 +37,7 @@ from keras_attn.utils.training import (
     fit_with_test_curve,
     warmup_cosine_adamw,
 )
+from keras_attn.utils.validation import int_option
 
 NAME = "mimetic"
 HELP = "Small ViT on Fashion-MNIST: default vs mimetic attention init; MiniLM weight analysis."
@@ -96,14 +97,18 @@ OPTIMIZER = WARMUP_COSINE_ADAMW
 
 def add_arguments(parser):
     parser.add_argument(
-        "--seeds", type=int, help="Number of seeds N: runs seeds 0..N-1 (overrides the setting)."
+        "--seeds",
+        type=int_option(),
+        help="Number of seeds N: runs seeds 0..N-1 (overrides the setting).",
     )
     parser.add_argument(
-        "--steps", type=int, help="Optimizer steps per run in every regime (overrides the setting)."
+        "--steps",
+        type=int_option(),
+        help="Optimizer steps per run in every regime (overrides the setting).",
     )
     parser.add_argument(
         "--train-sizes",
-        type=int,
+        type=int_option(),
         nargs="+",
         help="Training-set sizes, one regime each, with the first regime's steps unless "
         "--steps is given (overrides the setting).",

@@ -36,6 +36,7 @@ from keras_attn.datasets.bit_strings import make_bit_strings
 from keras_attn.models.bit_string_classifier import bit_string_logits, build_bit_string_classifier
 from keras_attn.reproduce._run import choose_setting, finish
 from keras_attn.utils.training import build_optimizer
+from keras_attn.utils.validation import float_option, int_option
 
 NAME = "parity"
 HELP = "FIRST/PARITY length generalisation with and without log-length scaled attention."
@@ -96,26 +97,33 @@ SETTINGS = {
 
 def add_arguments(parser):
     parser.add_argument(
-        "--learning-rate", type=float, default=None, help="Adam learning rate (the setting's)."
+        "--learning-rate",
+        type=float_option(0.0, low_open=True),
+        default=None,
+        help="Adam learning rate (the setting's).",
     )
     parser.add_argument(
         "--seeds",
-        type=int,
+        type=int_option(),
         default=None,
         help="Number of seeds N per setting: runs seeds 0..N-1.",
     )
     parser.add_argument(
-        "--steps", type=int, default=None, help="Training steps per run (the setting's)."
+        "--steps", type=int_option(), default=None, help="Training steps per run (the setting's)."
     )
     parser.add_argument(
         "--tasks", nargs="+", choices=TASKS, default=list(TASKS), help="Tasks to train."
     )
     parser.add_argument(
-        "--train-lengths", type=int, nargs="+", default=None, help="Training lengths (all tasks)."
+        "--train-lengths",
+        type=int_option(),
+        nargs="+",
+        default=None,
+        help="Training lengths (all tasks).",
     )
     parser.add_argument(
         "--workers",
-        type=int,
+        type=int_option(),
         default=1,
         help="processes that train the (task, length, attention) groups side by side, each "
         "on one thread on TF and torch (default: 1). A batch-1 step of these tiny models "

@@ -49,7 +49,7 @@ from keras_attn.utils.training import (
     fit_with_test_curve,
     warmup_cosine_adamw,
 )
-from keras_attn.utils.validation import check_choice
+from keras_attn.utils.validation import check_choice, int_option
 
 NAME = "t2t"
 HELP = "T2T-ViT on Fashion-MNIST: T2T module vs patches, deep-narrow vs shallow-wide."
@@ -159,16 +159,20 @@ OPTIMIZER = WARMUP_COSINE_ADAMW
 
 def add_arguments(parser):
     parser.add_argument(
-        "--seeds", type=int, help="Number of seeds N: runs seeds 0..N-1 (overrides the setting)."
+        "--seeds",
+        type=int_option(),
+        help="Number of seeds N: runs seeds 0..N-1 (overrides the setting).",
     )
     parser.add_argument(
         "--steps",
-        type=int,
+        type=int_option(),
         help="Optimizer steps per run, a multiple of the setting's evaluations "
         "(overrides the setting).",
     )
     parser.add_argument(
-        "--train-size", type=int, help="Training images (overrides the setting; at most 60000)."
+        "--train-size",
+        type=int_option(1, 60000),
+        help="Training images (overrides the setting; at most 60000).",
     )
 
 

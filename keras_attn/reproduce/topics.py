@@ -30,6 +30,7 @@ from keras_attn.analysis.topic_structure import (
     train_topic_model,
 )
 from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
+from keras_attn.utils.validation import int_option
 
 NAME = "topics"
 HELP = "Topic structure in a one-layer attention model trained on LDA data, and in MiniLM."
@@ -66,12 +67,15 @@ MOVING = {
 def add_arguments(parser):
     parser.add_argument(
         "--seeds",
-        type=int,
+        type=int_option(),
         default=None,
         help="Number of seeds N: runs seeds 0..N-1 (small and fast 2, full 3).",
     )
     parser.add_argument(
-        "--seed", type=int, default=0, help="seed of the MiniLM part (LDA fit and passages)"
+        "--seed",
+        type=int_option(0),
+        default=0,
+        help="seed of the MiniLM part (LDA fit and passages)",
     )
     parser.add_argument(
         "--skip-minilm", action="store_true", help="only the synthetic LDA experiment"

@@ -5,12 +5,20 @@ scalars (`np.int64(2)`, `np.float32(0.1)`) are accepted and configs stay
 JSON-serializable. Every error is a `ValueError` that names the argument and
 ends with `Received: <name>=<value>`. Call-time checks compare static shapes
 only: an axis unknown when tracing is not checked.
+
+The command line's options are checked here too, by `argparse` `type`
+functions (`int_option`, `float_option`, `output_folder`) that argparse calls
+while it parses, before anything runs. The module imports Keras only inside
+`feature_spec`, so that `keras-attn --help` does not import it.
 """
 
+import argparse
 import math
 import numbers
+import os
+import pathlib
+import tempfile
 
-import keras
 import numpy as np
 
 
@@ -53,9 +61,13 @@ def check_float(name, value, low=-math.inf, high=math.inf, low_open=False, high_
     ok = ok and (value > low if low_open else value >= low)
     ok = ok and (value < high if high_open else value <= high)
     if not ok:
-        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+        interval = _interval(low, high, low_open, high_open)
         raise ValueError(f"`{name}` must be a number in {interval}. Received: {name}={value!r}")
     return float(value)
+
+
+def _interval(low, high, low_open, high_open):
+    return f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
 
 
 def check_positive(name, value):
@@ -115,6 +127,8 @@ def feature_spec(input_shape, any_rank=False):
     both shapes when a built layer receives another feature size, instead of
     a backend error deep in a matrix product.
     """
+    import keras
+
     rank = {"min_ndim": 1} if any_rank else {"ndim": len(input_shape)}
     return keras.InputSpec(axes={-1: input_shape[-1]}, **rank)
 
@@ -147,3 +161,101 @@ def renamed_config(config, renamed):
             )
         config[new] = config.pop(old)
     return config
+
+
+def int_option(minimum=1, maximum=None):
+    """An `argparse` `type` that reads an integer `>= minimum` (and `<= maximum`).
+
+    argparse names the option before the message, so a bad value ends the
+    parse with, for example, `argument --steps: must be an integer >= 1.
+    Received: '0'`.
+
+    Args:
+        minimum: the smallest value accepted.
+        maximum: the largest value accepted, or `None` for no bound.
+
+    Returns:
+        A function of the option's text that returns the `int`.
+
+    Example:
+
+    >>> int_option(1)("3")
+    3
+    """
+
+    def parse(text):
+        try:
+            value = check_int("option", int(text), minimum)
+        except ValueError:
+            value = None
+        if value is None or (maximum is not None and value > maximum):
+            bounds = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+            raise argparse.ArgumentTypeError(f"must be an integer {bounds}. Received: {text!r}")
+        return value
+
+    return parse
+
+
+def float_option(low=-math.inf, high=math.inf, low_open=False, high_open=False):
+    """An `argparse` `type` that reads a finite number in the interval from `low` to `high`.
+
+    Args:
+        low: the lower bound.
+        high: the upper bound.
+        low_open: whether `low` itself is excluded.
+        high_open: whether `high` itself is excluded.
+
+    Returns:
+        A function of the option's text that returns the `float`; NaN, an
+        infinity or a value outside the interval ends the parse with a
+        message that gives the interval and the text received.
+
+    Example:
+
+    >>> float_option(0.0, low_open=True)("1e-3")
+    0.001
+    """
+
+    def parse(text):
+        try:
+            return check_float("option", float(text), low, high, low_open, high_open)
+        except ValueError:
+            interval = _interval(low, high, low_open, high_open)
+            raise argparse.ArgumentTypeError(
+                f"must be a number in {interval}. Received: {text!r}"
+            ) from None
+
+    return parse
+
+
+def output_folder(text):
+    """An `argparse` `type`: a folder that exists and is writable, or that can be created.
+
+    The check writes an empty temporary folder in the folder (or, when it does
+    not exist yet, in its nearest existing parent) and removes it, so it
+    leaves nothing behind and creates nothing: the run creates the folder
+    when it writes its results.
+
+    Args:
+        text: the option's text, a path.
+
+    Returns:
+        `text`, unchanged.
+    """
+    if not text:
+        raise argparse.ArgumentTypeError(f"must be a folder. Received: {text!r}")
+    folder = pathlib.Path(text).absolute()
+    try:
+        while not folder.exists():
+            folder = folder.parent
+        if folder.is_dir():
+            os.rmdir(tempfile.mkdtemp(dir=folder))
+    except OSError as error:
+        raise argparse.ArgumentTypeError(
+            f"cannot be written: {error}. Received: {text!r}"
+        ) from None
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(
+            f"cannot be a folder: {folder} is a file. Received: {text!r}"
+        )
+    return text

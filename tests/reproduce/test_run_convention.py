@@ -1,9 +1,11 @@
 import argparse
 import inspect
+import json
+import pathlib
 
 import pytest
 
-from keras_attn.reproduce import REPRODUCTIONS, _run, load
+from keras_attn.reproduce import REPRODUCTIONS, RUN_TIMES, Reproduction, _run, load
 
 
 @pytest.mark.parametrize(
@@ -51,3 +53,25 @@ def test_every_reproduction_chooses_and_finishes_through_the_convention(module):
         and "args.full" not in source
     )
     assert uses_convention is (module not in NOT_YET_CONVERTED)
+
+
+REPOSITORY = pathlib.Path(__file__).parents[2]
+
+
+@pytest.mark.parametrize("name", sorted(REPRODUCTIONS))
+def test_run_time_estimates_match_the_committed_runs(name):
+    """Each committed run's wall time is in its estimate's band, give or take a factor of 2."""
+    entry = REPRODUCTIONS[name]
+    for setting in ("fast", "full"):
+        path = REPOSITORY / "results" / f"{name}-{setting}.json"
+        if path.is_file():
+            seconds = json.loads(path.read_text())["meta"]["wall_time_s"]
+            low, high = RUN_TIMES[getattr(entry, f"{setting}_time")]
+            assert low / 2 <= seconds <= high * 2, (path.name, seconds)
+
+
+def test_a_run_time_is_an_order_of_magnitude():
+    fields = ("mimetic", "A reproduction.", "a minute or two", "several minutes", "index.md")
+    assert Reproduction(*fields, seeds=True).full_time == "several minutes"
+    with pytest.raises(ValueError, match=r"Received: full_time='1652 s \(measured at load 1.4\)'"):
+        Reproduction(*fields[:3], "1652 s (measured at load 1.4)", "index.md", seeds=True)
