@@ -14,9 +14,9 @@ same `setting_name`) and returns what `finish(args, NAME, results, figure,
 started_at=..., setting=...)` returns: `{"setting", "results", "paths"}`.
 The library logic a reproduction calls lives in the library packages.
 
-`REPRODUCTIONS` lists them without importing them, so that the command line
-starts in well under a second: a module (and Keras with it) is imported only
-when its reproduction is asked for. Its run times are orders of magnitude,
+`REPRODUCTIONS` lists them without importing them: a module (with its
+plotting and data dependencies) is imported only when its reproduction is
+asked for. Its run times are orders of magnitude,
 not measurements, so that a rerun never means editing them: the measured
 times are in the docs. Tests check that the list matches the modules and
 that every committed run's time falls in its band.
