@@ -94,6 +94,11 @@ def head_parallel_layout_map(device_mesh, model_axis="model", convolutional=Fals
     References:
         - [Shoeybi et al., 2019](https://arxiv.org/abs/1909.08053)
     """
+    if not isinstance(device_mesh, keras.distribution.DeviceMesh):
+        raise ValueError(
+            "`device_mesh` must be a `keras.distribution.DeviceMesh`. "
+            f"Received: device_mesh={device_mesh!r}"
+        )
     if model_axis not in device_mesh.axis_names:
         raise ValueError(
             f"`model_axis` must be one of the mesh's axis names {device_mesh.axis_names}. "
