@@ -67,10 +67,11 @@ def test_vision_builders_refuse_an_image_shape_of_one_size(build):
 @pytest.mark.parametrize(
     "call, name",
     [
-        (lambda value: generate_lda_documents(value), "num_documents"),
+        (lambda value: generate_lda_documents(value, seed=0), "num_documents"),
         (lambda value: analyze_memories(None, [], None, top_k=value), "top_k"),
     ],
 )
 def test_analysis_sizes_use_the_shared_check(call, name):
     with pytest.raises(ValueError, match=re.escape(f"Received: {name}=True")):
         call(True)
+    assert generate_lda_documents(np.int64(3), seed=0).tokens.shape[0] == 3
