@@ -34,7 +34,10 @@ class TransformerBlock(keras.layers.Layer):
     layer passed as `attention` (for example a `LogSparseAttention` or a
     `ConvolutionalSelfAttention`): a layer with the core's call signature
     `attention(x, mask=None, head_mask=None, training=None,
-    return_attention_scores=False)` that keeps the input size. The block
+    return_attention_scores=False)` that keeps the input size, or a
+    `keras.layers.MultiHeadAttention`, which the block calls as
+    self-attention (`query = value = x`, the padding mask as `query_mask`
+    and `value_mask`; it takes no `head_mask`). The block
     serializes it in `get_config` and rebuilds it in `from_config`, as
     `keras.layers.Bidirectional` does with its layer.
 
