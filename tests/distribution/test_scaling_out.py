@@ -123,7 +123,8 @@ def test_layout_map_validates_the_model_axis():
     layout_map = keras_attn.distribution.head_parallel_layout_map(mesh)
     assert layout_map["encoder/layer_3/mlp_output/kernel"].axes == ("model", None)
     assert layout_map["layer_3/attention/attention_output/kernel"].axes == ("model", None, None)
-    for replicated in ("output/kernel", "head/kernel", "block_0/output_dense/bias"):
+    assert layout_map["attention/value/kernel"].axes == (None, "model", None)
+    for replicated in ("output/kernel", "head/kernel", "value/kernel", "block_0/output_dense/bias"):
         assert layout_map[replicated] is None, replicated
 
 
