@@ -24,7 +24,7 @@ import dataclasses
 import keras
 import numpy as np
 
-from keras_attn.layers import MultiHeadSelfAttention
+from keras_attn.layers import CheckedEmbedding, MultiHeadSelfAttention
 from keras_attn.utils.training import build_optimizer
 from keras_attn.utils.validation import check_int
 
@@ -237,15 +237,16 @@ def build_topic_model(vocabulary_size, hidden_dim=None, name="topic_model", conf
 
 def _trained_embedding(vocabulary_size, dim):
     tokens = keras.Input(shape=(None,), dtype="int32")
-    x = keras.layers.Embedding(vocabulary_size, dim, name="token_embedding")(tokens)
+    x = CheckedEmbedding(vocabulary_size, dim, ids_name="tokens", name="token_embedding")(tokens)
     return keras.Model(tokens, x, name="embedding")  # (batch, length, dim)
 
 
 def _one_hot_embedding(vocabulary_size, dim):
     tokens = keras.Input(shape=(None,), dtype="int32")
-    one_hot = keras.layers.Embedding(
+    one_hot = CheckedEmbedding(
         vocabulary_size,
         dim,
+        ids_name="tokens",
         embeddings_initializer="identity",
         trainable=False,
         name="token_embedding",

@@ -5,6 +5,7 @@ import re
 import numpy as np
 import pytest
 
+from keras_attn.analysis.topic_structure import build_topic_model
 from keras_attn.models import (
     build_bert_encoder,
     build_bsarec,
@@ -61,8 +62,13 @@ def _forecaster():
             "`item_ids` must hold ids from 0 to 20, the rows of the embedding 'items'. "
             "Received: max(item_ids)=21",
         ),
+        (
+            lambda: build_topic_model(10, hidden_dim=4),
+            {"tokens": np.array([[3, 10]]), "visible": np.ones((1, 2), bool)},
+            "`tokens` must hold ids from 0 to 9, ",
+        ),
     ],
-    ids=["bert_tokens", "bert_segments", "language_model", "forecaster", "bsarec"],
+    ids=["bert_tokens", "bert_segments", "language_model", "forecaster", "bsarec", "topic_model"],
 )
 def test_ids_outside_a_table_raise(build, inputs, message):
     with pytest.raises(ValueError, match=re.escape(message)):
