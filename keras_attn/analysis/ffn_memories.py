@@ -26,6 +26,7 @@ import numpy as np
 
 from keras_attn.layers import TransformerBlock
 from keras_attn.utils.model_layers import find_layers
+from keras_attn.utils.validation import check_int
 
 # Per-position statistics, in the order of the per-example count arrays.
 POSITION_STATISTICS = (
@@ -392,9 +393,9 @@ def analyze_memories(
     analysis.agreement_rate, analysis.intervals["agreement_rate"]
     ```
     """
-    for name, value in (("top_k", top_k), ("permutations", permutations), ("resamples", resamples)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+    top_k = check_int("top_k", top_k)
+    permutations = check_int("permutations", permutations)
+    resamples = check_int("resamples", resamples)
     sites = transformer_block_sites(model) if sites is None else list(sites)
     embedding = np.asarray(output_embedding)
     value_logits = [site.values @ embedding for site in sites]  # (memories, vocabulary) each

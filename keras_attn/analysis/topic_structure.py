@@ -24,8 +24,9 @@ import dataclasses
 import keras
 import numpy as np
 
-from keras_attn.layers import MultiHeadSelfAttention
+from keras_attn.layers import CheckedEmbedding, MultiHeadSelfAttention
 from keras_attn.utils.training import build_optimizer
+from keras_attn.utils.validation import check_int
 
 PAD_ID = 0
 """Padding token id (masked out of the attention)."""
@@ -103,15 +104,9 @@ def generate_lda_documents(
     >>> corpus.tokens.shape, corpus.vocabulary_size
     ((4, 150), 102)
     """
-    for argument, value in (
-        ("num_documents", num_documents),
-        ("num_topics", num_topics),
-        ("words_per_topic", words_per_topic),
-    ):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(
-                f"`{argument}` must be a positive integer. Received: {argument}={value!r}"
-            )
+    num_documents = check_int("num_documents", num_documents)
+    num_topics = check_int("num_topics", num_topics)
+    words_per_topic = check_int("words_per_topic", words_per_topic)
     if not alpha > 0:
         raise ValueError(f"`alpha` must be positive. Received: alpha={alpha!r}")
     low, high = length_range
@@ -242,15 +237,16 @@ def build_topic_model(vocabulary_size, hidden_dim=None, name="topic_model", conf
 
 def _trained_embedding(vocabulary_size, dim):
     tokens = keras.Input(shape=(None,), dtype="int32")
-    x = keras.layers.Embedding(vocabulary_size, dim, name="token_embedding")(tokens)
+    x = CheckedEmbedding(vocabulary_size, dim, ids_name="tokens", name="token_embedding")(tokens)
     return keras.Model(tokens, x, name="embedding")  # (batch, length, dim)
 
 
 def _one_hot_embedding(vocabulary_size, dim):
     tokens = keras.Input(shape=(None,), dtype="int32")
-    one_hot = keras.layers.Embedding(
+    one_hot = CheckedEmbedding(
         vocabulary_size,
         dim,
+        ids_name="tokens",
         embeddings_initializer="identity",
         trainable=False,
         name="token_embedding",

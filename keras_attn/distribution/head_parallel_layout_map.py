@@ -9,13 +9,16 @@ import keras
 # `TransformerBlock` ("mlp_hidden"/"mlp_output", also in the BERT encoder's
 # blocks) and `BSARecBlock` ("intermediate_dense"/"output_dense"). A name may
 # carry a prefix ending in "_" or "/", such as "block_0_attention/" or
-# "block_3_".
+# "block_3_". The query, key and value projections are always sublayers of
+# an attention layer, so their keys need a parent: a model's own top-level
+# layer named "value" (a 2D Dense kernel) stays replicated.
 _ANY = "(?:.*/)?"
+_NESTED = ".+/"
 _PREFIXED = "(?:.*[/_])?"
-QKV_KERNEL = _ANY + "(?:query|key|value)/kernel"
-QKV_BIAS = _ANY + "(?:query|key|value)/bias"
-QK_KERNEL = _ANY + "(?:query|key)/kernel"
-V_KERNEL = _ANY + "value/kernel"
+QKV_KERNEL = _NESTED + "(?:query|key|value)/kernel"
+QKV_BIAS = _NESTED + "(?:query|key|value)/bias"
+QK_KERNEL = _NESTED + "(?:query|key)/kernel"
+V_KERNEL = _NESTED + "value/kernel"
 OUTPUT_KERNEL = _ANY + "attention_output/kernel"
 MLP_HIDDEN_KERNEL = _PREFIXED + "(?:mlp_hidden|intermediate_dense)/kernel"
 MLP_HIDDEN_BIAS = _PREFIXED + "(?:mlp_hidden|intermediate_dense)/bias"
@@ -94,6 +97,11 @@ def head_parallel_layout_map(device_mesh, model_axis="model", convolutional=Fals
     References:
         - [Shoeybi et al., 2019](https://arxiv.org/abs/1909.08053)
     """
+    if not isinstance(device_mesh, keras.distribution.DeviceMesh):
+        raise ValueError(
+            "`device_mesh` must be a `keras.distribution.DeviceMesh`. "
+            f"Received: device_mesh={device_mesh!r}"
+        )
     if model_axis not in device_mesh.axis_names:
         raise ValueError(
             f"`model_axis` must be one of the mesh's axis names {device_mesh.axis_names}. "

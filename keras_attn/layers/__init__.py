@@ -3,6 +3,7 @@
 from keras_attn.layers.attention_pattern import AttentionPattern, CausalWindowPattern
 from keras_attn.layers.bit_string_features import BitStringFeatures
 from keras_attn.layers.bsa_rec_block import BSARecBlock
+from keras_attn.layers.checked_embedding import CheckedEmbedding
 from keras_attn.layers.class_token import ClassToken
 from keras_attn.layers.convolutional_self_attention import ConvolutionalSelfAttention
 from keras_attn.layers.fourier_filter import FourierFilter
@@ -26,6 +27,7 @@ __all__ = [
     "AttentionPattern",
     "BSARecBlock",
     "BitStringFeatures",
+    "CheckedEmbedding",
     "CausalWindowPattern",
     "ClassToken",
     "ConvolutionalSelfAttention",

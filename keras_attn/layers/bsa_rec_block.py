@@ -13,6 +13,7 @@ from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.fourier_filter import FourierFilter
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.utils.validation import (
+    check_divisible,
     check_float,
     check_int,
     check_optional_int,
@@ -146,11 +147,7 @@ class BSARecBlock(keras.layers.Layer):
     def build(self, input_shape):
         self.input_spec = feature_spec(input_shape)
         dim = input_shape[-1]
-        if dim < self.num_heads:
-            raise ValueError(
-                f"`num_heads={self.num_heads}` exceeds the input size. "
-                f"Received: input_shape={input_shape}"
-            )
+        check_divisible("input_shape[-1]", dim, "num_heads", self.num_heads)
         if self.uses_filter:
             self.fourier_filter = FourierFilter(
                 self.cutoff,

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attn.utils.validation import feature_spec
+from keras_attn.utils.validation import check_rank, feature_spec
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -31,6 +31,7 @@ class ClassToken(keras.layers.Layer):
         self.initializer = keras.initializers.get(initializer)
 
     def build(self, input_shape):
+        check_rank("inputs", input_shape, 3)
         self.input_spec = feature_spec(input_shape)
         self.token = self.add_weight(
             name="token", shape=(input_shape[-1],), initializer=self.initializer

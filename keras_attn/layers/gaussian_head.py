@@ -8,7 +8,7 @@ head follows DeepAR, Salinas et al., 2020).
 import keras
 from keras import ops
 
-from keras_attn.utils.validation import check_float, feature_spec
+from keras_attn.utils.validation import check_positive, feature_spec
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -19,8 +19,9 @@ class GaussianHead(keras.layers.Layer):
     scale `s`, turned positive by `sigma = softplus(s) + min_scale`.
 
     Args:
-        min_scale: float >= 0 added to the softplus, a floor that keeps the
-            negative log-likelihood finite.
+        min_scale: float > 0 added to the softplus, a floor that keeps the
+            negative log-likelihood finite (with 0, an underflowing softplus
+            gives a zero scale and an infinite loss).
         kernel_initializer: initializer of the dense kernel.
         **kwargs: base layer arguments, such as `name` and `dtype`.
 
@@ -45,7 +46,7 @@ class GaussianHead(keras.layers.Layer):
 
     def __init__(self, min_scale=1e-6, kernel_initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        self.min_scale = check_float("min_scale", min_scale, low=0.0)
+        self.min_scale = check_positive("min_scale", min_scale)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.supports_masking = True
 

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attn.utils.validation import check_int, feature_spec, renamed_config
+from keras_attn.utils.validation import check_int, check_rank, feature_spec, renamed_config
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -42,6 +42,7 @@ class PatchEmbedding(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
     def build(self, input_shape):
+        check_rank("inputs", input_shape, 3, 4)
         rank_spec = keras.InputSpec(ndim=len(input_shape))
         self.input_spec = feature_spec(input_shape) if len(input_shape) == 4 else rank_spec
         height, width = input_shape[1], input_shape[2]

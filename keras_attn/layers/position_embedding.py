@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attn.utils.validation import check_int, feature_spec
+from keras_attn.utils.validation import check_int, check_length, feature_spec
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -11,7 +11,10 @@ class PositionEmbedding(keras.layers.Layer):
     """Adds a learned embedding of each position to a sequence.
 
     Sequences shorter than `max_length` use the first positions of the table,
-    so one model serves several lengths.
+    so one model serves several lengths. A longer sequence raises a
+    `ValueError`, eagerly and when traced for compilation (its length is
+    static then); only a length left unknown while tracing (a `None` axis of
+    a TensorFlow SavedModel signature) is not checked.
 
     Args:
         max_length: int, the longest sequence the table covers.
@@ -39,11 +42,7 @@ class PositionEmbedding(keras.layers.Layer):
 
     def build(self, input_shape):
         self.input_spec = feature_spec(input_shape)
-        if input_shape[1] is not None and input_shape[1] > self.max_length:
-            raise ValueError(
-                f"Sequence length {input_shape[1]} exceeds `max_length={self.max_length}`. "
-                f"Received: input_shape={input_shape}"
-            )
+        check_length("inputs", input_shape[1], "max_length", self.max_length)
         self.embeddings = self.add_weight(
             name="embeddings",
             shape=(self.max_length, input_shape[-1]),
@@ -51,6 +50,7 @@ class PositionEmbedding(keras.layers.Layer):
         )
 
     def call(self, inputs):
+        check_length("inputs", inputs.shape[1], "max_length", self.max_length)
         length = ops.shape(inputs)[1]
         table = ops.convert_to_tensor(self.embeddings)
         # A gather, not a slice: with a symbolic length (JAX export) a slice

@@ -7,13 +7,18 @@ from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.utils.validation import (
     check_bool,
+    check_divisible,
     check_int,
     check_optional_int,
     check_positive,
     check_rate,
+    check_shape,
     feature_spec,
     renamed_config,
 )
+
+# The arguments of the default attention that the block passes itself.
+BLOCK_ATTENTION_ARGUMENTS = frozenset({"num_heads", "key_dim", "dropout", "dtype", "name"})
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -29,7 +34,10 @@ class TransformerBlock(keras.layers.Layer):
     layer passed as `attention` (for example a `LogSparseAttention` or a
     `ConvolutionalSelfAttention`): a layer with the core's call signature
     `attention(x, mask=None, head_mask=None, training=None,
-    return_attention_scores=False)` that keeps the input size. The block
+    return_attention_scores=False)` that keeps the input size, or a
+    `keras.layers.MultiHeadAttention`, which the block calls as
+    self-attention (`query = value = x`, the padding mask as `query_mask`
+    and `value_mask`; it takes no `head_mask`). The block
     serializes it in `get_config` and rebuilds it in `from_config`, as
     `keras.layers.Bidirectional` does with its layer.
 
@@ -126,7 +134,7 @@ class TransformerBlock(keras.layers.Layer):
         self.norm_first = check_bool("norm_first", norm_first)
         self.layer_norm_epsilon = check_positive("layer_norm_epsilon", layer_norm_epsilon)
         self.activation = keras.activations.get(activation)
-        self.attention_kwargs = dict(attention_kwargs or {})
+        self.attention_kwargs = _checked_attention_kwargs(attention_kwargs)
         self._custom_attention = attention is not None
         if self._custom_attention:
             self.attention = self._checked_attention(attention, num_heads)
@@ -164,7 +172,7 @@ class TransformerBlock(keras.layers.Layer):
         self.input_spec = feature_spec(input_shape)
         dim = input_shape[-1]
         if not self._custom_attention:
-            self.attention = self._default_attention(dim, input_shape)
+            self.attention = self._default_attention(dim)
         self.attention_norm = layer_norm(
             "attention_norm", self.layer_norm_epsilon, self.dtype_policy
         )
@@ -181,19 +189,39 @@ class TransformerBlock(keras.layers.Layer):
             self.mlp_hidden_dropout, dtype=self.dtype_policy
         )
         if not self.attention.built:
-            self.attention.build(input_shape)
+            inputs, _ = self._attention_inputs(input_shape, None, None)
+            self.attention.build(*inputs)
+        self._check_attention_width(input_shape)
         self.attention_norm.build(input_shape)
         self.mlp_norm.build(input_shape)
         self.mlp_hidden.build(input_shape)
         self.mlp_output.build((*input_shape[:-1], self.intermediate_dim))
 
-    def _default_attention(self, dim, input_shape):
-        key_dim = self.key_dim or dim // self.num_heads
-        if key_dim < 1:
+    def _attention_inputs(self, x, mask, head_mask):
+        """The attention's inputs and masks: `keras.layers.MultiHeadAttention` attends to `x`."""
+        if not isinstance(self.attention, keras.layers.MultiHeadAttention):
+            return (x,), {"mask": mask, "head_mask": head_mask}
+        if head_mask is not None:
             raise ValueError(
-                f"`num_heads={self.num_heads}` exceeds the input size. "
-                f"Received: input_shape={input_shape}"
+                "`head_mask` needs an attention layer that takes one, which "
+                "`keras.layers.MultiHeadAttention` does not. "
+                f"Received: head_mask.shape={tuple(head_mask.shape)}"
             )
+        return (x, x), {"query_mask": mask, "value_mask": mask}
+
+    def _check_attention_width(self, input_shape):
+        inputs, masks = self._attention_inputs(keras.KerasTensor(input_shape), None, None)
+        width = self.attention.compute_output_spec(*inputs, **masks).shape[-1]
+        if width != input_shape[-1]:
+            raise ValueError(
+                f"`attention` must keep the input size {input_shape[-1]}. "
+                f"Received: attention with output size {width}"
+            )
+
+    def _default_attention(self, dim):
+        if self.key_dim is None:
+            check_divisible("input_shape[-1]", dim, "num_heads", self.num_heads)
+        key_dim = self.key_dim or dim // self.num_heads
         return MultiHeadSelfAttention(
             self.num_heads,
             key_dim,
@@ -214,16 +242,16 @@ class TransformerBlock(keras.layers.Layer):
         return_attention_scores=False,
     ):
         x = self.attention_norm(inputs) if self.norm_first else inputs
+        attention_inputs, masks = self._attention_inputs(x, mask, head_mask)
         attended = self.attention(
-            x,
-            mask=mask,
-            head_mask=head_mask,
+            *attention_inputs,
+            **masks,
             training=training,
             return_attention_scores=return_attention_scores,
         )
         attended, scores = attended if return_attention_scores else (attended, None)
         attended = self.dropout_layer(attended, training=training)  # (batch, length, dim)
-        x = inputs + _gated(self._drop_path(attended, training), attention_gate)
+        x = inputs + _gated(self._drop_path(attended, training), attention_gate, "attention_gate")
         x = x if self.norm_first else self.attention_norm(x)
         y = self.mlp_norm(x) if self.norm_first else x
         y = self.mlp_hidden_dropout_layer(
@@ -231,7 +259,7 @@ class TransformerBlock(keras.layers.Layer):
         )  # (.., intermediate_dim)
         y = self.mlp_output(y)  # (batch, length, dim)
         y = self._drop_path(self.dropout_layer(y, training=training), training)
-        x = x + _gated(y, mlp_gate)
+        x = x + _gated(y, mlp_gate, "mlp_gate")
         x = x if self.norm_first else self.mlp_norm(x)
         return (x, scores) if return_attention_scores else x
 
@@ -262,8 +290,9 @@ class TransformerBlock(keras.layers.Layer):
         output = keras.KerasTensor(inputs.shape, self.compute_dtype)
         if not return_attention_scores:
             return output
+        attention_inputs, masks = self._attention_inputs(inputs, mask, head_mask)
         _, scores = self.attention.compute_output_spec(
-            inputs, mask=mask, head_mask=head_mask, return_attention_scores=True
+            *attention_inputs, **masks, return_attention_scores=True
         )
         return output, scores
 
@@ -301,15 +330,29 @@ class TransformerBlock(keras.layers.Layer):
         return super().from_config(renamed_config(config, {"mlp_dim": "intermediate_dim"}))
 
 
-def _gated(branch, gate):
+def _checked_attention_kwargs(attention_kwargs):
+    """A copy of `attention_kwargs`, which must not set what the block sets itself."""
+    if attention_kwargs is not None and not isinstance(attention_kwargs, dict):
+        raise ValueError(
+            f"`attention_kwargs` must be a dict. Received: attention_kwargs={attention_kwargs!r}"
+        )
+    attention_kwargs = dict(attention_kwargs or {})
+    taken = sorted(BLOCK_ATTENTION_ARGUMENTS.intersection(attention_kwargs))
+    if taken:
+        raise ValueError(
+            f"`attention_kwargs` cannot set {taken}: the block sets them (as its own "
+            f"`num_heads`, `key_dim`, `attention_dropout`, `dtype`). "
+            f"Received: attention_kwargs={attention_kwargs!r}"
+        )
+    return attention_kwargs
+
+
+def _gated(branch, gate, name):
     """`branch` `(batch, length, dim)` scaled by a `(batch,)` or `(batch, length)` gate."""
     if gate is None:
         return branch
+    batch, length = branch.shape[0], branch.shape[1]
+    check_shape(name, gate, (batch,), (batch, length))
     gate = keras.ops.cast(gate, branch.dtype)
-    if len(gate.shape) not in (1, 2):
-        raise ValueError(
-            "A block gate must have shape (batch,) or (batch, length). "
-            f"Received: gate.shape={tuple(gate.shape)}"
-        )
     gate = gate[:, None, None] if len(gate.shape) == 1 else gate[..., None]
     return branch * gate  # (batch, length, dim)

@@ -18,6 +18,7 @@ from keras import ops
 
 from keras_attn.models.adavit import DECISION_KEYS
 from keras_attn.utils.macs import count_macs, layer_macs
+from keras_attn.utils.validation import check_int, check_optional_int
 
 
 @dataclasses.dataclass
@@ -93,9 +94,9 @@ class AdaViTFastPath(keras.Model):
         super().__init__(**kwargs)
         if not getattr(model, "built", False):
             raise ValueError("`model` must be built. Received: model with built=False")
-        for name, value in (("token_buckets", token_buckets), ("group_size", group_size)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive int. Received: {name}={value!r}")
+        token_buckets = check_int("token_buckets", token_buckets)
+        group_size = check_int("group_size", group_size)
+        head_buckets = check_optional_int("head_buckets", head_buckets)
         for block in model.blocks:
             _check_attention(block.attention)
         self.model = model

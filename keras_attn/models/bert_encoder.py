@@ -8,9 +8,9 @@ attention layer inside each block.
 import keras
 from keras import ops
 
-from keras_attn.layers import PositionEmbedding, TransformerBlock
+from keras_attn.layers import CheckedEmbedding, PositionEmbedding, TransformerBlock
 from keras_attn.layers._layer_norm import layer_norm
-from keras_attn.utils.validation import check_rate
+from keras_attn.utils.validation import check_heads, check_int, check_rate
 
 
 def build_bert_encoder(
@@ -83,25 +83,13 @@ def build_bert_encoder(
         - [Devlin et al., 2019](https://arxiv.org/abs/1810.04805)
         - [Michel et al., 2019](https://arxiv.org/abs/1905.10650)
     """
-    for argument, value in (
-        ("vocabulary_size", vocabulary_size),
-        ("num_layers", num_layers),
-        ("num_heads", num_heads),
-        ("hidden_dim", hidden_dim),
-        ("intermediate_dim", intermediate_dim),
-        ("max_sequence_length", max_sequence_length),
-        ("num_segments", num_segments),
-    ):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(
-                f"`{argument}` must be a positive integer. Received: {argument}={value!r}"
-            )
+    vocabulary_size = check_int("vocabulary_size", vocabulary_size)
+    num_layers = check_int("num_layers", num_layers)
+    hidden_dim, num_heads = check_heads(hidden_dim, num_heads)
+    intermediate_dim = check_int("intermediate_dim", intermediate_dim)
+    max_sequence_length = check_int("max_sequence_length", max_sequence_length)
+    num_segments = check_int("num_segments", num_segments)
     dropout = check_rate("dropout", dropout)
-    if hidden_dim % num_heads:
-        raise ValueError(
-            f"`hidden_dim` must be a multiple of `num_heads={num_heads}`. "
-            f"Received: hidden_dim={hidden_dim}"
-        )
     inputs = {
         "token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
         "padding_mask": keras.Input(shape=(None,), dtype="int32", name="padding_mask"),
@@ -153,11 +141,11 @@ def build_bert_encoder(
 
 
 def _embeddings(inputs, vocabulary_size, hidden_dim, max_sequence_length, num_segments):
-    tokens = keras.layers.Embedding(vocabulary_size, hidden_dim, name="token_embedding")(
-        inputs["token_ids"]
-    )  # (batch, length, hidden_dim)
-    segments = keras.layers.Embedding(num_segments, hidden_dim, name="segment_embedding")(
-        inputs["segment_ids"]
-    )  # (batch, length, hidden_dim)
+    tokens = CheckedEmbedding(
+        vocabulary_size, hidden_dim, ids_name="token_ids", name="token_embedding"
+    )(inputs["token_ids"])  # (batch, length, hidden_dim)
+    segments = CheckedEmbedding(
+        num_segments, hidden_dim, ids_name="segment_ids", name="segment_embedding"
+    )(inputs["segment_ids"])  # (batch, length, hidden_dim)
     x = keras.layers.Add(name="token_plus_segment")([tokens, segments])
     return PositionEmbedding(max_sequence_length, name="position_embedding")(x)

@@ -12,8 +12,13 @@ generalising from short to long strings.
 import keras
 import numpy as np
 
-from keras_attn.layers import BitStringFeatures, LearnedScalePositions, TransformerBlock
-from keras_attn.utils.validation import check_int
+from keras_attn.layers import (
+    BitStringFeatures,
+    CheckedEmbedding,
+    LearnedScalePositions,
+    TransformerBlock,
+)
+from keras_attn.utils.validation import check_heads, check_int
 
 LOGIT_SCALES = ("none", "log_length")
 POSITIONS = ("fixed", "learned_scale")
@@ -73,14 +78,12 @@ def build_bit_string_classifier(
         raise ValueError(
             f"`positions` must be one of {POSITIONS}. Received: positions={positions!r}"
         )
-    if not isinstance(num_layers, int) or num_layers < 1:
-        raise ValueError(
-            f"`num_layers` must be a positive integer. Received: num_layers={num_layers!r}"
-        )
+    num_layers = check_int("num_layers", num_layers)
+    hidden_dim, num_heads = check_heads(hidden_dim, num_heads)
     tokens = keras.Input(shape=(None,), dtype="int32", name="tokens")
     unit_normal = keras.initializers.RandomNormal(stddev=1.0)
-    embedding = keras.layers.Embedding(
-        3, hidden_dim, embeddings_initializer=unit_normal, name="embedding"
+    embedding = CheckedEmbedding(
+        3, hidden_dim, ids_name="tokens", embeddings_initializer=unit_normal, name="embedding"
     )
     embedded = embedding(tokens)  # (batch, length, hidden_dim)
     if positions == "fixed":

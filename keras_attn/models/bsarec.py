@@ -10,8 +10,9 @@ official BSARec code's baseline.
 
 import keras
 
-from keras_attn.layers import BSARecBlock, PositionEmbedding
+from keras_attn.layers import BSARecBlock, CheckedEmbedding, PositionEmbedding
 from keras_attn.layers.bsa_rec_block import OFFICIAL_ADDITIVE_MASK
+from keras_attn.utils.validation import check_heads, check_int
 
 INITIALIZER = {"class_name": "RandomNormal", "config": {"stddev": 0.02}}
 
@@ -74,19 +75,18 @@ def build_bsarec(
     References:
         - [Shin et al., 2024](https://arxiv.org/abs/2312.10325)
     """
-    for argument, value in (
-        ("num_items", num_items),
-        ("max_length", max_length),
-        ("hidden_dim", hidden_dim),
-        ("num_layers", num_layers),
-    ):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(
-                f"`{argument}` must be a positive integer. Received: {argument}={value!r}"
-            )
+    num_items = check_int("num_items", num_items)
+    max_length = check_int("max_length", max_length)
+    num_layers = check_int("num_layers", num_layers)
+    hidden_dim, num_heads = check_heads(hidden_dim, num_heads)
     item_ids = keras.Input(shape=(max_length,), dtype="int32", name="item_ids")
-    items = keras.layers.ReversibleEmbedding(
-        num_items + 1, hidden_dim, embeddings_initializer=INITIALIZER, mask_zero=True, name="items"
+    items = CheckedEmbedding(
+        num_items + 1,
+        hidden_dim,
+        ids_name="item_ids",
+        embeddings_initializer=INITIALIZER,
+        mask_zero=True,
+        name="items",
     )
     x = items(item_ids)  # (batch, max_length, hidden_dim)
     x = PositionEmbedding(max_length, initializer=INITIALIZER, name="positions")(x)

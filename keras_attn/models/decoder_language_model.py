@@ -8,7 +8,8 @@ embedding. It is the model `keras-attn reproduce ffn-memories` trains.
 
 import keras
 
-from keras_attn.layers import PositionEmbedding, TransformerBlock
+from keras_attn.layers import CheckedEmbedding, PositionEmbedding, TransformerBlock
+from keras_attn.utils.validation import check_heads, check_int
 
 
 def build_decoder_language_model(
@@ -30,7 +31,7 @@ def build_decoder_language_model(
     Args:
         vocabulary_size: int, number of token ids (including padding 0).
         max_length: int, longest input sequence.
-        hidden_dim: int, model width.
+        hidden_dim: int, model width, a multiple of `num_heads`.
         num_layers: int, number of transformer blocks.
         num_heads: int, attention heads per block.
         intermediate_dim: int, hidden size of each feed-forward layer (the
@@ -58,19 +59,14 @@ def build_decoder_language_model(
         - [Geva et al., 2021](https://arxiv.org/abs/2012.14913)
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
     """
-    for argument, value in (
-        ("vocabulary_size", vocabulary_size),
-        ("max_length", max_length),
-        ("num_layers", num_layers),
-    ):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(
-                f"`{argument}` must be a positive integer. Received: {argument}={value!r}"
-            )
+    vocabulary_size = check_int("vocabulary_size", vocabulary_size)
+    max_length = check_int("max_length", max_length)
+    num_layers = check_int("num_layers", num_layers)
+    hidden_dim, num_heads = check_heads(hidden_dim, num_heads)
     tokens = keras.Input(shape=(None,), dtype="int32", name="tokens")
-    x = keras.layers.Embedding(vocabulary_size, hidden_dim, mask_zero=True, name="token_embedding")(
-        tokens
-    )  # (batch, length, hidden_dim)
+    x = CheckedEmbedding(
+        vocabulary_size, hidden_dim, ids_name="tokens", mask_zero=True, name="token_embedding"
+    )(tokens)  # (batch, length, hidden_dim)
     x = PositionEmbedding(max_length, name="position_embedding")(x)
     for index in range(num_layers):
         x = TransformerBlock(

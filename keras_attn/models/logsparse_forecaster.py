@@ -6,11 +6,13 @@ of Transformer on Time Series Forecasting", NeurIPS 2019.
 
 import keras
 
+from keras_attn.layers.checked_embedding import CheckedEmbedding
 from keras_attn.layers.convolutional_self_attention import ConvolutionalSelfAttention
 from keras_attn.layers.gaussian_head import GaussianHead
 from keras_attn.layers.log_sparse_attention import LogSparseAttention
 from keras_attn.layers.position_embedding import PositionEmbedding
 from keras_attn.layers.transformer_block import TransformerBlock
+from keras_attn.utils.validation import check_heads, check_int
 
 ATTENTIONS = ("full", "logsparse")
 
@@ -89,13 +91,15 @@ def build_logsparse_forecaster(
         raise ValueError(
             f"`attention` must be one of {ATTENTIONS}. Received: attention={attention!r}"
         )
-    if hidden_dim % num_heads:
-        raise ValueError(
-            f"`hidden_dim` must be divisible by `num_heads={num_heads}`. "
-            f"Received: hidden_dim={hidden_dim!r}"
-        )
+    max_length = check_int("max_length", max_length)
+    num_layers = check_int("num_layers", num_layers)
+    hidden_dim, num_heads = check_heads(hidden_dim, num_heads)
     if covariate_vocab_sizes is None:
         covariate_vocab_sizes = {"hour_of_day": 24, "day_of_week": 7}
+    covariate_vocab_sizes = {
+        key: check_int(f"covariate_vocab_sizes[{key!r}]", size)
+        for key, size in covariate_vocab_sizes.items()
+    }
     lagged = keras.Input(shape=(None, 1), name="lagged_target")
     covariates = {
         key: keras.Input(shape=(None,), dtype="int32", name=key) for key in covariate_vocab_sizes
@@ -103,7 +107,7 @@ def build_logsparse_forecaster(
     target_embedding = keras.layers.Dense(hidden_dim, name="target_embedding")
     x = target_embedding(lagged)  # (batch, length, hidden_dim)
     for key, size in covariate_vocab_sizes.items():
-        embedding = keras.layers.Embedding(size, hidden_dim, name=f"{key}_embedding")
+        embedding = CheckedEmbedding(size, hidden_dim, ids_name=key, name=f"{key}_embedding")
         embedded = embedding(covariates[key])  # (batch, length, hidden_dim)
         x = keras.layers.Add(name=f"add_{key}")([x, embedded])
     x = PositionEmbedding(max_length, name="position_embedding")(x)

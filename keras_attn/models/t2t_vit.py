@@ -22,7 +22,7 @@ from keras_attn.layers import (
     TransformerBlock,
 )
 from keras_attn.models.vision_transformer import drop_path_rates, variant_sizes
-from keras_attn.utils.validation import check_choice, check_int
+from keras_attn.utils.validation import check_choice, check_heads, check_image_shape, check_int
 
 
 def _variant(hidden_dim, num_layers, num_heads, intermediate_dim, token_layer):
@@ -146,11 +146,8 @@ def build_t2t_vit(
     sizes = _resolve_sizes(
         variant, hidden_dim, num_layers, num_heads, intermediate_dim, token_layer
     )
-    if not isinstance(num_classes, int) or num_classes < 1:
-        raise ValueError(
-            f"`num_classes` must be a positive integer. Received: num_classes={num_classes!r}"
-        )
-    images = keras.Input(shape=tuple(image_shape), name="images")
+    num_classes = check_int("num_classes", num_classes)
+    images = keras.Input(shape=check_image_shape(image_shape), name="images")
     tokens = _tokenizer(
         tokenizer, patch_size, sizes, token_dim, kernel_sizes, strides, paddings, seed
     )
@@ -212,9 +209,10 @@ def _resolve_sizes(variant, hidden_dim, num_layers, num_heads, intermediate_dim,
         intermediate_dim=intermediate_dim,
         token_layer=token_layer,
     )
-    for key in ("hidden_dim", "num_layers", "num_heads", "intermediate_dim"):
-        value = sizes.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"`{key}` must be a positive integer. Received: {key}={value!r}")
+    for key in ("num_layers", "intermediate_dim"):
+        sizes[key] = check_int(key, sizes.get(key))
+    sizes["hidden_dim"], sizes["num_heads"] = check_heads(
+        sizes.get("hidden_dim"), sizes.get("num_heads")
+    )
     sizes.setdefault("token_layer", "performer")
     return sizes

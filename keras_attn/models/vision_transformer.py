@@ -15,7 +15,7 @@ from keras_attn.layers import (
     SinCosPositionEmbedding2D,
     TransformerBlock,
 )
-from keras_attn.utils.validation import check_rate
+from keras_attn.utils.validation import check_heads, check_image_shape, check_int, check_rate
 
 POSITION_EMBEDDINGS = ("learned", "sincos")
 VIT_VARIANTS = {
@@ -110,7 +110,7 @@ def build_vision_transformer(
         num_classes: int, size of the softmax output.
         variant: a key of `VIT_VARIANTS`, or `None`.
         patch_size: int, side of the square patches.
-        hidden_dim: int, token size (the model width).
+        hidden_dim: int, token size (the model width), a multiple of `num_heads`.
         num_layers: int, number of transformer blocks.
         num_heads: int, attention heads per block.
         intermediate_dim: int, hidden size of the blocks' MLPs. Defaults to
@@ -151,19 +151,17 @@ def build_vision_transformer(
             intermediate_dim=intermediate_dim,
         ),
     }
-    hidden_dim, num_layers = sizes["hidden_dim"], sizes["num_layers"]
-    intermediate_dim = sizes.get("intermediate_dim", 2 * hidden_dim)
+    image_shape = check_image_shape(image_shape)
+    num_classes = check_int("num_classes", num_classes)
+    hidden_dim, num_heads = check_heads(sizes["hidden_dim"], sizes["num_heads"])
+    num_layers = check_int("num_layers", sizes["num_layers"])
+    intermediate_dim = check_int("intermediate_dim", sizes.get("intermediate_dim", 2 * hidden_dim))
     if position_embedding not in POSITION_EMBEDDINGS:
         raise ValueError(
             f"`position_embedding` must be one of {POSITION_EMBEDDINGS}. "
             f"Received: position_embedding={position_embedding!r}"
         )
-    for argument, value in (("num_layers", num_layers), ("num_classes", num_classes)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(
-                f"`{argument}` must be a positive integer. Received: {argument}={value!r}"
-            )
-    images = keras.Input(shape=tuple(image_shape), name="images")
+    images = keras.Input(shape=image_shape, name="images")
     patches = PatchEmbedding(patch_size, hidden_dim, name="patch_embedding")
     x = patches(images)  # (batch, patches, hidden_dim)
     x = ClassToken(name="class_token")(x)  # (batch, 1 + patches, hidden_dim)
@@ -174,7 +172,7 @@ def build_vision_transformer(
         x = SinCosPositionEmbedding2D(grid, num_prefix_tokens=1, name="position_embedding")(x)
     for index, rate in enumerate(drop_path_rates(drop_path_rate, num_layers)):
         x = TransformerBlock(
-            sizes["num_heads"],
+            num_heads,
             intermediate_dim,
             dropout=dropout,
             drop_path_rate=rate,

@@ -19,6 +19,7 @@ import os
 import pathlib
 import tempfile
 
+import keras
 import numpy as np
 
 
@@ -48,6 +49,33 @@ def check_ints(name, value, size, minimum=1):
                 f"`{name}` must hold integers >= {minimum}. Received: {name}={value!r}"
             )
     return tuple(int(item) for item in items)
+
+
+def check_divisible(name, value, divisor_name, divisor):
+    """`value`, which `divisor` must divide (a width split over heads)."""
+    if value % divisor:
+        raise ValueError(
+            f"`{name}` must be divisible by `{divisor_name}={divisor}`. Received: {name}={value!r}"
+        )
+    return value
+
+
+def check_heads(hidden_dim, num_heads):
+    """`(hidden_dim, num_heads)` checked by `check_int`; the heads must divide the width."""
+    num_heads = check_int("num_heads", num_heads)
+    hidden_dim = check_int("hidden_dim", hidden_dim)
+    return check_divisible("hidden_dim", hidden_dim, "num_heads", num_heads), num_heads
+
+
+def check_image_shape(image_shape):
+    """`image_shape`, `(height, width)` or `(height, width, channels)`, as a tuple of ints."""
+    size = len(image_shape) if isinstance(image_shape, (tuple, list)) else 0
+    if size not in (2, 3):
+        raise ValueError(
+            "`image_shape` must be (height, width) or (height, width, channels). "
+            f"Received: image_shape={image_shape!r}"
+        )
+    return check_ints("image_shape", image_shape, size)
 
 
 def check_float(name, value, low=-math.inf, high=math.inf, low_open=False, high_open=False):
@@ -89,7 +117,7 @@ def check_choice(name, value, choices):
 
 def check_bool(name, value):
     """`value` as a `bool`; Python and numpy bools are accepted."""
-    if not isinstance(value, bool) and type(value).__name__ != "bool_":
+    if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"`{name}` must be a bool. Received: {name}={value!r}")
     return bool(value)
 
@@ -111,6 +139,69 @@ def check_shape(name, tensor, *expected):
         raise ValueError(f"`{name}` must have shape {options}. Received: {name}.shape={shape}")
 
 
+def check_length(name, length, limit_name, limit):
+    """Raises if a static sequence `length` exceeds `limit`.
+
+    Sequence lengths are static when tracing for XLA or `jit` (except an
+    axis left unknown, which is not checked), so this check raises before
+    anything is compiled.
+    """
+    length = static_size(length)
+    if length is not None and length > limit:
+        raise ValueError(
+            f"The sequence length of `{name}` must be at most `{limit_name}={limit}`. "
+            f"Received: {name}.shape[1]={length}"
+        )
+
+
+def check_ids(name, ids, size, table):
+    """`ids` checked against a table of `size` rows, then clipped into it.
+
+    Executed eagerly, ids outside `[0, size)` raise a `ValueError`. Traced
+    for compilation (`jit_compile`, `jax.jit`, a `tf.function`), the ids are
+    not known yet and cannot raise: they are clipped into the table (an id
+    below 0 reads row 0, one past the end reads the last row), as an XLA
+    gather does, so that every backend reads the same rows and none returns
+    NaN.
+
+    Args:
+        name: the ids' name, used in the message.
+        ids: int tensor of any shape.
+        size: int, number of rows of the table.
+        table: the table's description, used in the message.
+
+    Returns:
+        `ids` clipped to `[0, size - 1]`.
+    """
+    if 0 not in tuple(ids.shape):
+        bounds = concrete(keras.ops.stack([keras.ops.min(ids), keras.ops.max(ids)]))
+        low, high = (0, 0) if bounds is None else bounds
+        if low < 0 or high >= size:
+            label, value = ("min", low) if low < 0 else ("max", high)
+            raise ValueError(
+                f"`{name}` must hold ids from 0 to {size - 1}, the rows of {table}. "
+                f"Received: {label}({name})={value}"
+            )
+    return keras.ops.clip(ids, 0, size - 1)
+
+
+def concrete(tensor):
+    """`tensor` as a NumPy array, or `None` while it is traced for compilation."""
+    try:
+        return keras.ops.convert_to_numpy(tensor)
+    except (TypeError, NotImplementedError):  # a JAX tracer, a symbolic TF tensor
+        return None
+
+
+def check_rank(name, shape, *ranks):
+    """Raises unless the shape `shape` of the call argument `name` has one of `ranks`."""
+    if len(shape) not in ranks:
+        options = " or ".join(str(rank) for rank in ranks)
+        raise ValueError(
+            f"`{name}` must have rank {options}. Received: {name}.shape={tuple(shape)}"
+        )
+
+
 def _matches(shape, expected):
     # Only static sizes are compared: an axis unknown when tracing (`None`,
     # a symbolic JAX dimension) matches anything.
@@ -127,8 +218,6 @@ def feature_spec(input_shape, any_rank=False):
     both shapes when a built layer receives another feature size, instead of
     a backend error deep in a matrix product.
     """
-    import keras
-
     rank = {"min_ndim": 1} if any_rank else {"ndim": len(input_shape)}
     return keras.InputSpec(axes={-1: input_shape[-1]}, **rank)
 

@@ -118,10 +118,13 @@ def test_layout_map_validates_the_model_axis():
     mesh = keras.distribution.DeviceMesh((1, 1), axis_names=("batch", "model"), devices=devices)
     with pytest.raises(ValueError, match="Received: model_axis='heads'"):
         keras_attn.distribution.head_parallel_layout_map(mesh, model_axis="heads")
+    with pytest.raises(ValueError, match=r"Received: device_mesh=\(1, 1\)"):
+        keras_attn.distribution.head_parallel_layout_map((1, 1))
     layout_map = keras_attn.distribution.head_parallel_layout_map(mesh)
     assert layout_map["encoder/layer_3/mlp_output/kernel"].axes == ("model", None)
     assert layout_map["layer_3/attention/attention_output/kernel"].axes == ("model", None, None)
-    for replicated in ("output/kernel", "head/kernel", "block_0/output_dense/bias"):
+    assert layout_map["attention/value/kernel"].axes == (None, "model", None)
+    for replicated in ("output/kernel", "head/kernel", "value/kernel", "block_0/output_dense/bias"):
         assert layout_map[replicated] is None, replicated
 
 

@@ -13,7 +13,7 @@ CHECKS = LayerChecks(
     input_shape=(2, 6, 8),
     expected_output_shape=(2, 6, 2),
     num_params=(8 + 1) * 2,
-    bad_init_kwargs=[{"min_scale": -1.0}, {"min_scale": "0"}],
+    bad_init_kwargs=[{"min_scale": -1.0}, {"min_scale": 0.0}, {"min_scale": "0"}],
 )
 
 

@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 
@@ -30,6 +31,20 @@ def test_adds_the_first_rows_of_the_table():
     assert_allclose(layer(x[:, :2]), x[:, :2] + table[None, :2], atol=1e-6)
 
 
+TOO_LONG = r"at most `max_length=3`. Received: inputs.shape\[1\]=4"
+
+
 def test_too_long_input_is_rejected():
-    with pytest.raises(ValueError, match="Received: input_shape"):
+    with pytest.raises(ValueError, match=TOO_LONG):
         PositionEmbedding(max_length=3)(np.zeros((1, 4, 2), "float32"))
+
+
+def test_too_long_input_of_a_built_layer_is_rejected_eager_and_compiled():
+    inputs = keras.Input((None, 2))
+    model = keras.Model(inputs, PositionEmbedding(max_length=3)(inputs))
+    model.compile(jit_compile=keras.backend.backend() != "torch")
+    too_long = np.zeros((1, 4, 2), "float32")
+    with pytest.raises(ValueError, match=TOO_LONG):
+        model(too_long)
+    with pytest.raises(ValueError, match=TOO_LONG):
+        model.predict_on_batch(too_long)

@@ -1,3 +1,5 @@
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -211,11 +213,19 @@ def test_block_gates_scale_each_residual_branch(norm_first):
     assert_allclose(output, expected, atol=1e-5)
 
 
-def test_block_gate_of_wrong_rank_is_rejected():
+@pytest.mark.parametrize(
+    "gates, received",
+    [
+        ({"mlp_gate": np.ones((2, 5, 1))}, "mlp_gate.shape=(2, 5, 1)"),
+        ({"attention_gate": np.ones((3,))}, "attention_gate.shape=(3,)"),
+        ({"mlp_gate": np.ones((2, 4))}, "mlp_gate.shape=(2, 4)"),
+    ],
+)
+def test_block_gate_of_wrong_shape_is_rejected(gates, received):
     block = TransformerBlock(num_heads=2, intermediate_dim=8)
     x = np.zeros((2, 5, 8), "float32")
-    with pytest.raises(ValueError, match="Received: gate.shape"):
-        block(x, mlp_gate=np.ones((2, 5, 1)))
+    with pytest.raises(ValueError, match=re.escape(f"or (2, 5). Received: {received}")):
+        block(x, **gates)
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
@@ -276,6 +286,65 @@ def test_block_returns_the_attention_scores_of_its_core():
 def test_block_attention_conflicts_are_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):
         TransformerBlock(intermediate_dim=8, attention=MultiHeadSelfAttention(2, 4), **kwargs)
+
+
+def test_block_runs_keras_multi_head_attention_as_self_attention():
+    attention = keras.layers.MultiHeadAttention(2, 4, name="attention")
+    block = TransformerBlock(intermediate_dim=8, attention=attention)
+    x = np.random.default_rng(6).normal(size=(2, 5, 8)).astype("float32")
+    mask = np.array([[True] * 5, [True, True, True, False, False]])
+    output, scores = block(x, mask=mask, return_attention_scores=True)
+    normed = block.attention_norm(x)
+    attended, expected_scores = attention(
+        normed, normed, query_mask=mask, value_mask=mask, return_attention_scores=True
+    )
+    h = x + to_numpy(attended)
+    expected = h + to_numpy(block.mlp_output(block.mlp_hidden(block.mlp_norm(h))))
+    assert_allclose(output, expected, atol=1e-5)
+    assert_allclose(scores, expected_scores, atol=1e-6)
+    assert_allclose(scores[1, :, :, 3:], 0.0)  # padded keys get no weight
+    clone = TransformerBlock.from_config(block.get_config())
+    assert type(clone.attention) is keras.layers.MultiHeadAttention
+    with pytest.raises(ValueError, match=re.escape("Received: head_mask.shape=(2,)")):
+        block(x, head_mask=np.ones((2,), "float32"))
+
+
+def test_block_refuses_an_attention_that_changes_the_width():
+    attention = keras.layers.MultiHeadAttention(2, 4, output_shape=6)
+    block = TransformerBlock(intermediate_dim=8, attention=attention)
+    message = "`attention` must keep the input size 8. Received: attention with output size 6"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        block(np.zeros((1, 3, 8), "float32"))
+
+
+@pytest.mark.parametrize("name", ["num_heads", "key_dim", "dropout", "name"])
+def test_block_refuses_attention_kwargs_that_it_sets_itself(name):
+    message = f"`attention_kwargs` cannot set ['{name}']"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        TransformerBlock(2, 8, attention_kwargs={name: 4})
+    with pytest.raises(ValueError, match="Received: attention_kwargs=3"):
+        TransformerBlock(2, 8, attention_kwargs=3)
+
+
+def test_block_default_attention_needs_heads_that_divide_the_width():
+    message = "`input_shape[-1]` must be divisible by `num_heads=4`. Received: input_shape[-1]=10"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        TransformerBlock(4, 8)(np.zeros((1, 3, 10), "float32"))
+    assert TransformerBlock(4, 8, key_dim=3)(np.zeros((1, 3, 10), "float32")).shape == (1, 3, 10)
+
+
+@pytest.mark.parametrize(
+    "layer, shape, received",
+    [
+        (ClassToken, (2, 8), "must have rank 3. Received: inputs.shape=(2, 8)"),
+        (PatchEmbedding, (2, 8), "must have rank 3 or 4. Received: inputs.shape=(2, 8)"),
+        (PatchEmbedding, (2, 8, 8, 3, 1), "Received: inputs.shape=(2, 8, 8, 3, 1)"),
+    ],
+)
+def test_vision_layers_refuse_the_wrong_rank(layer, shape, received):
+    arguments = {"patch_size": 4, "hidden_dim": 6} if layer is PatchEmbedding else {}
+    with pytest.raises(ValueError, match=re.escape(received)):
+        layer(**arguments)(np.zeros(shape, "float32"))
 
 
 def test_block_needs_num_heads_or_attention():
