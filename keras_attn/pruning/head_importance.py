@@ -2,8 +2,6 @@
 better than one?" (https://arxiv.org/abs/1905.10650).
 """
 
-import contextlib
-
 import keras
 import numpy as np
 
@@ -28,7 +26,10 @@ def head_importance(model, data, loss, normalize=True, token_mask=None):
     model works unchanged: functional or not, with
     `keras_attn.layers.MultiHeadSelfAttention` or
     `keras.layers.MultiHeadAttention`, at the top level or nested in other
-    layers. Needs the TensorFlow backend (for the gradient tape).
+    layers. The gradients come from the backend's own autodiff (TensorFlow's
+    gradient tape, `jax.grad` or torch's autograd). Each attention layer
+    must run once per model call: a layer called twice (shared between two
+    inputs) raises a `ValueError` naming it.
 
     Args:
         model: a built Keras model.
@@ -56,13 +57,6 @@ def head_importance(model, data, loss, normalize=True, token_mask=None):
     References:
         - [Michel et al., 2019](https://arxiv.org/abs/1905.10650)
     """
-    if keras.backend.backend() != "tensorflow":
-        raise ValueError(
-            "`head_importance` needs the TensorFlow backend. "
-            f"Received: backend={keras.backend.backend()!r}"
-        )
-    import tensorflow as tf
-
     layers = attention_layers(model)
     if not layers:
         raise ValueError(f"`model` has no attention layers. Received: model={model.name!r}")
@@ -70,13 +64,16 @@ def head_importance(model, data, loss, normalize=True, token_mask=None):
     totals = {name: np.zeros(layer.num_heads) for name, layer in layers.items()}
     examples = tokens = 0
     for x, y in data:
-        with tf.GradientTape() as tape, _gated_heads(layers, tape) as gates:
-            total_loss = tf.reduce_sum(per_example_loss(y, model(x, training=False)))
-        gradients = tape.gradient(total_loss, gates)
-        for name, gradient in gradients.items():
+        y = keras.tree.map_structure(keras.ops.convert_to_tensor, y)
+
+        def total_loss(x=x, y=y):
+            return keras.ops.sum(per_example_loss(y, model(x, training=False)))
+
+        gates, gradients = _gate_gradients(layers, total_loss)
+        for name, (gradient,) in gradients.items():
             # (batch, length, heads, 1) -> (heads,)
-            totals[name] += np.abs(gradient.numpy()).sum(axis=(0, 1, 3))
-        first_gate = gates[next(iter(layers))]  # (batch, length, heads, 1)
+            totals[name] += np.abs(keras.ops.convert_to_numpy(gradient)).sum(axis=(0, 1, 3))
+        first_gate = gates[next(iter(layers))][0]  # (batch, length, heads, 1)
         examples += int(first_gate.shape[0])
         tokens += _count_tokens(token_mask, x, first_gate)
     last = list(layers)[-1]
@@ -86,6 +83,73 @@ def head_importance(model, data, loss, normalize=True, token_mask=None):
     if normalize:
         scores = {name: score / (np.linalg.norm(score) + 1e-20) for name, score in scores.items()}
     return scores
+
+
+def _gate_gradients(layers, total_loss):
+    """Runs `total_loss()` with gated heads; returns the gates and the loss gradients.
+
+    Both are dicts `name -> [gate]` (one entry per call of the layer), each
+    `(batch, length, heads, 1)`, differentiated with the backend's own
+    autodiff.
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            gates, total = _run_gated(layers, total_loss, lambda name, ones: _watch(tape, ones))
+        return gates, tape.gradient(total, gates)
+    if backend == "torch":
+        import torch
+
+        gates, total = _run_gated(layers, total_loss, lambda name, ones: ones.requires_grad_())
+        names = list(gates)
+        gradients = torch.autograd.grad(total, [gates[name][0] for name in names])
+        return gates, {name: [gradient] for name, gradient in zip(names, gradients, strict=True)}
+    if backend == "jax":
+        import jax
+
+        gates, _ = _run_gated(layers, total_loss, lambda name, ones: ones)
+
+        def loss_of_gates(values):
+            return _run_gated(layers, total_loss, lambda name, ones: values[name][0])[1]
+
+        return gates, jax.grad(loss_of_gates)(gates)
+    raise ValueError(
+        "`head_importance` needs the TensorFlow, JAX or torch backend. "
+        f"Received: backend={backend!r}"
+    )
+
+
+def _watch(tape, gate):
+    tape.watch(gate)
+    return gate
+
+
+def _run_gated(layers, total_loss, make_gate):
+    """`(gates, total_loss())` with each head's output multiplied by a gate.
+
+    `make_gate(name, ones)` returns the gate of layer `name` from a tensor
+    of ones of shape `(batch, length, heads, 1)`, so its gradient is the
+    per-token mask gradient. A layer called more than once per model call
+    is refused: one gate per head and token would be ambiguous.
+    """
+    gates = {name: [] for name in layers}
+    projections = {name: layer.output_dense for name, layer in layers.items()}
+    for name, projection in projections.items():
+        projection.call = _gated_call(projection.call, name, gates, make_gate)
+    try:
+        total = total_loss()
+    finally:
+        for projection in projections.values():
+            del projection.call
+    for name, calls in gates.items():
+        if len(calls) != 1:
+            raise ValueError(
+                "`head_importance` needs each attention layer to run once per call of the "
+                f"model. Received: layer={name!r}, run {len(calls)} times"
+            )
+    return gates, total
 
 
 def _count_tokens(token_mask, x, gate):
@@ -100,32 +164,10 @@ def _per_example_loss(loss):
     return keras.losses.get(loss)
 
 
-@contextlib.contextmanager
-def _gated_heads(layers, tape):
-    """Multiplies each head's output by a watched gate of ones.
-
-    Yields a dict `name -> gate`, filled when the model runs; each gate has
-    shape `(batch, length, heads, 1)`, so its gradient is the per-token
-    mask gradient.
-    """
-    gates = {}
-    projections = {name: layer.output_dense for name, layer in layers.items()}
-    for name, projection in projections.items():
-        projection.call = _gated_call(projection.call, name, gates, tape)
-    try:
-        yield gates
-    finally:
-        for projection in projections.values():
-            del projection.call
-
-
-def _gated_call(call, name, gates, tape):
-    import tensorflow as tf
-
+def _gated_call(call, name, gates, make_gate):
     def gated(inputs, *args, **kwargs):
-        gate = tf.ones_like(inputs[..., :1])  # (batch, length, heads, 1)
-        tape.watch(gate)
-        gates[name] = gate
+        gate = make_gate(name, keras.ops.ones_like(inputs[..., :1]))  # (batch, length, heads, 1)
+        gates[name].append(gate)
         return call(inputs * gate, *args, **kwargs)
 
     return gated

@@ -1,5 +1,7 @@
 """Full-ranking evaluation of a next-item model, and early stopping on it."""
 
+import warnings
+
 import keras
 import numpy as np
 
@@ -20,16 +22,24 @@ def evaluate_full_ranking(model, inputs, targets, seen, ks=(5, 10, 20), batch_si
         batch_size: int, queries scored at once.
 
     Returns:
-        dict `{"HR@k": float, "NDCG@k": float}` for each `k`.
+        dict `{"HR@k": float, "NDCG@k": float}` for each `k`. A non-finite
+        score ranks last (see `target_ranks`), so a diverged model scores 0.
     """
-    ranks = []
+    ranks, _ = _full_ranking(model, inputs, targets, seen, batch_size)
+    return ranking_metrics(ranks, ks)
+
+
+def _full_ranking(model, inputs, targets, seen, batch_size=1024):
+    """Ranks of the targets, and whether every candidate's score was finite."""
+    ranks, finite = [], True
     for start in range(0, len(inputs), batch_size):
         stop = start + batch_size
         scores = keras.ops.convert_to_numpy(model(inputs[start:stop], training=False))
         rows_seen = seen[start:stop] if seen is not None else [[]] * len(scores)
         exclude = exclusion_mask(rows_seen, scores.shape[1])
+        finite = finite and bool(np.isfinite(scores[~exclude]).all())
         ranks.append(target_ranks(scores, targets[start:stop], exclude))
-    return ranking_metrics(np.concatenate(ranks), ks)
+    return np.concatenate(ranks), finite
 
 
 class RankingEarlyStopping(keras.callbacks.Callback):
@@ -39,6 +49,12 @@ class RankingEarlyStopping(keras.callbacks.Callback):
     counts as better only when it is strictly higher than the best so far
     (as in the official BSARec code). Training stops after `patience`
     epochs without improvement, and the best weights are restored at the end.
+
+    An epoch in which a candidate item's validation score is not finite
+    (NaN or infinite: the model diverged) is never the best one, whatever
+    its metrics: it counts as an epoch without improvement and a warning
+    names it. If no epoch had finite scores, `best_epoch` stays `None` and
+    the weights are left as they are.
 
     Args:
         inputs: validation histories, `(num_queries, max_length)`.
@@ -51,8 +67,11 @@ class RankingEarlyStopping(keras.callbacks.Callback):
 
     Attributes:
         history: list of the metric dicts, one per epoch.
-        best_epoch: 0-based epoch of the best score.
+        best_epoch: 0-based epoch of the best score, `None` when no epoch
+            had finite scores.
         best_score: the best `monitor` value.
+        non_finite_epochs: list of the 0-based epochs whose scores were not
+            finite.
     """
 
     def __init__(
@@ -72,16 +91,25 @@ class RankingEarlyStopping(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self.history = []
         self.best_epoch, self.best_score, self.best_weights = None, -np.inf, None
+        self.non_finite_epochs = []
         self._waited = 0
 
     def on_epoch_end(self, epoch, logs=None):
-        metrics = evaluate_full_ranking(self.model, self.inputs, self.targets, self.seen, self.ks)
+        ranks, finite = _full_ranking(self.model, self.inputs, self.targets, self.seen)
+        metrics = ranking_metrics(ranks, self.ks)
         self.history.append(metrics)
         if logs is not None:
             logs.update({f"val_{name}": value for name, value in metrics.items()})
         if self.verbose:
             print(f"epoch {epoch + 1}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
-        if metrics[self.monitor] > self.best_score:
+        if not finite:
+            self.non_finite_epochs.append(epoch)
+            warnings.warn(
+                f"Epoch {epoch + 1} gave non-finite validation scores (NaN or inf): the model "
+                "diverged, and this epoch is never kept as the best one.",
+                stacklevel=2,
+            )
+        elif metrics[self.monitor] > self.best_score:
             self.best_epoch, self.best_score = epoch, metrics[self.monitor]
             self.best_weights = self.model.get_weights()
             self._waited = 0

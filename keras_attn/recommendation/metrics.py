@@ -30,8 +30,12 @@ def target_ranks(scores, targets, exclude=None):
 
     The rank counts the other candidates whose score is at least the
     target's: ties count against the target, so a model that scores every
-    item the same ranks each target last, never first. Excluded items are
-    not candidates; the target itself always is.
+    item the same ranks each target last, never first. A non-finite score
+    (NaN, `inf` or `-inf`, the scores of a diverged model) ranks below
+    every finite score, and ties with the other non-finite ones: a
+    non-finite target ranks last and is never a hit, and a non-finite
+    other item is never ahead of a finite target. Excluded items are not
+    candidates; the target itself always is.
 
     Args:
         scores: `(batch, num_items)` float array.
@@ -46,8 +50,11 @@ def target_ranks(scores, targets, exclude=None):
 
     >>> target_ranks(np.array([[0.1, 0.9, 0.5, 0.5]]), np.array([2])).tolist()
     [2]
+    >>> target_ranks(np.array([[np.nan, 0.9, np.inf, 0.5]]), np.array([3])).tolist()
+    [1]
     """
-    scores = np.asarray(scores)
+    scores = np.asarray(scores, np.float64)
+    scores = np.where(np.isfinite(scores), scores, -np.inf)  # non-finite ranks last
     rows = np.arange(len(scores))
     target_scores = scores[rows, targets][:, None]  # (batch, 1)
     ahead = scores >= target_scores  # (batch, num_items)

@@ -11,6 +11,7 @@ on the same fine-tuned model.
 
 import time
 
+import keras
 import numpy as np
 
 from keras_attn.datasets import load_fashion_mnist
@@ -84,6 +85,12 @@ def load_data(train, test):
 
 
 def run(args):
+    if keras.backend.backend() == "torch":
+        raise ValueError(
+            "The adavit reproduction times XLA-compiled inference, which runs on the "
+            "TensorFlow and JAX backends only: set KERAS_BACKEND=tensorflow or jax. "
+            "Received: backend='torch'"
+        )
     started_at = time.time()
     size, setting = choose_setting(args, SETTINGS)
     seeds = args.seeds or setting["seeds"]

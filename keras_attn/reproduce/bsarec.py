@@ -113,6 +113,11 @@ def train_and_test(model, split, epochs, patience, learning_rate, batch_size, ji
         verbose=0,
     )
     seconds = time.perf_counter() - start
+    if stopping.best_epoch is None:
+        raise ValueError(
+            "Training diverged: every validation epoch gave non-finite scores. Try a lower "
+            f"learning rate. Received: learning_rate={learning_rate!r}"
+        )
     epochs_run = len(stopping.history)
     test = evaluate_full_ranking(model, split.test_inputs, split.test_targets, split.test_seen)
     return {

@@ -278,6 +278,9 @@ class PruningTask:
 
 
 def _compiled(model):
+    """`model`'s inference: a `tf.function` on TensorFlow, `predict_on_batch` elsewhere."""
+    if keras.backend.backend() != "tensorflow":
+        return model.predict_on_batch
     import tensorflow as tf
 
     return tf.function(model, reduce_retracing=True)

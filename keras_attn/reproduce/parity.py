@@ -215,13 +215,15 @@ def train_and_test(task, train_length, logit_scale, setting):
 
     Compiling once and resetting the weights and the optimizer for every
     seed keeps the run short (compiling dominates for models this small).
+    Torch runs eagerly, one step per execution (all that Keras allows there).
     """
     model = build(task, logit_scale, setting)
+    on_torch = keras.backend.backend() == "torch"
     model.compile(
         keras.optimizers.Adam(setting["learning_rate"]),
         keras.losses.BinaryCrossentropy(from_logits=True),
-        jit_compile=True,
-        steps_per_execution=min(50, setting["steps"]),
+        jit_compile=not on_torch,
+        steps_per_execution=1 if on_torch else min(50, setting["steps"]),
     )
     build_optimizer(model)
     runs = []

@@ -19,6 +19,7 @@ value map, and the encoder's attention weights on Austen passages.
 
 import time
 
+import keras
 import numpy as np
 
 from keras_attn.analysis.topic_structure import (
@@ -242,7 +243,8 @@ def _minilm_attention(weights, vocabulary_topics, num_passages, seed, words_per_
     per_layer = [[] for _ in range(weights.num_layers)]
     for first in range(0, num_passages, 16):
         inputs = tokenizer(passages[first : first + 16])
-        scores = np.asarray(encoder(inputs)["attention_scores"])  # (batch, layers, heads, L, L)
+        outputs = encoder.predict_on_batch(inputs)
+        scores = keras.ops.convert_to_numpy(outputs["attention_scores"])  # (b, layers, heads, L, L)
         for layer in range(weights.num_layers):
             per_layer[layer].append(
                 (

@@ -40,7 +40,7 @@ def _reference_importance(layer):
     With L = sum(C * output), <ctx_h, dL/dctx_h> = sum_e C * (ctx_h W_o[h]), and
     ctx_h W_o[h] is the output with only head h kept, minus the output bias.
     """
-    bias = np.asarray(layer.output_dense.bias)
+    bias = ops.convert_to_numpy(layer.output_dense.bias)
     scores = []
     for head in range(3):
         only_head, _ = self_attention_reference(X, layer, head_mask=np.eye(3)[head])
@@ -49,6 +49,7 @@ def _reference_importance(layer):
     return np.array(scores)
 
 
+@pytest.mark.backend_agnostic
 @pytest.mark.parametrize("kind", ["core", "keras"])
 def test_matches_official_formula(kind):
     model = _attention_model(kind)
@@ -160,6 +161,17 @@ def test_iterative_pruning_of_the_encoder_blocks_rescores_and_equals_masking():
     assert [sum(map(len, step.values())) for step in steps] == [2, 4]
     pruned = prune_heads(classifier, steps[-1])
     np.testing.assert_allclose(pruned(masked(steps[-1])), classifier(masked(steps[-1])), atol=1e-5)
+
+
+@pytest.mark.backend_agnostic
+def test_a_layer_run_twice_is_refused_by_name_and_left_unpatched():
+    """One gate per head and token is ambiguous when a layer runs on two inputs."""
+    x = keras.Input((5, 8))
+    shared = MultiHeadSelfAttention(3, 4, name="shared")
+    model = keras.Model(x, shared(shared(x)))
+    with pytest.raises(ValueError, match="Received: layer='shared', run 2 times"):
+        head_importance(model, [(X, C)], linear_loss)
+    assert "call" not in vars(shared.output_dense)
 
 
 def test_requires_attention_layers():

@@ -2,6 +2,7 @@ import math
 
 import keras
 import numpy as np
+import pytest
 
 from keras_attn.recommendation import (
     RankingEarlyStopping,
@@ -36,6 +37,25 @@ def test_excluded_items_are_not_candidates_but_the_target_always_is():
 def test_constant_scores_rank_the_target_last():
     scores = np.zeros((2, 6))
     assert target_ranks(scores, np.array([1, 5])).tolist() == [5, 5]
+
+
+def test_non_finite_scores_rank_last_and_a_non_finite_target_is_never_a_hit():
+    nan, inf = np.nan, np.inf
+    scores = np.array(
+        [
+            [0.0, nan, 0.2, 0.1, 0.3],  # NaN target: every other candidate is ahead -> rank 4
+            [0.0, inf, 0.2, 0.1, 0.3],  # +inf target ranks last too -> rank 4
+            [0.0, nan, inf, -inf, 0.3],  # finite target: non-finite items are not ahead -> 0
+            [0.0, nan, inf, 0.1, -inf],  # -inf target ties with the non-finite items -> 4
+        ]
+    )
+    assert target_ranks(scores, np.array([1, 1, 4, 4])).tolist() == [4, 4, 0, 4]
+
+
+def test_all_nan_scores_score_zero():
+    ranks = target_ranks(np.full((4, 50), np.nan), np.array([3, 7, 9, 11]))
+    assert ranks.tolist() == [49] * 4
+    assert ranking_metrics(ranks, ks=(5,)) == {"HR@5": 0.0, "NDCG@5": 0.0}
 
 
 def test_exclusion_mask_removes_padding_and_history():
@@ -108,3 +128,47 @@ def test_ranking_early_stopping_stops_and_restores_the_best_weights():
     assert stopping.best_epoch == 0
     scores = keras.ops.convert_to_numpy(model(inputs))
     assert np.array_equal(np.argmax(scores, axis=1), [1, 2])
+
+
+class _DivergeAt(keras.callbacks.Callback):
+    """Sets every weight to NaN at the start of the epochs in `epochs`."""
+
+    def __init__(self, epochs):
+        super().__init__()
+        self.epochs = epochs
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch in self.epochs:
+            self.model.set_weights(
+                [np.full(w.shape, np.nan, w.dtype) for w in self.model.get_weights()]
+            )
+
+
+def _fit_with_divergence(diverge_epochs, epochs):
+    model = _fixed_scores_model(np.eye(4, dtype="float32"))
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss="mse")
+    inputs = np.array([[0, 1], [0, 2]], "int32")
+    # Item 2 scores highest after item 2, so target 3 is missed: HR@1 = 0.5 while finite.
+    stopping = RankingEarlyStopping(
+        inputs, np.array([1, 3]), None, monitor="HR@1", patience=2, ks=(1,)
+    )
+    callbacks = [_DivergeAt(diverge_epochs), stopping]
+    with pytest.warns(UserWarning, match="non-finite validation scores"):
+        model.fit(
+            inputs, np.zeros((2, 4), "float32"), epochs=epochs, callbacks=callbacks, verbose=0
+        )
+    return model, stopping
+
+
+def test_ranking_early_stopping_never_keeps_a_diverged_epoch():
+    model, stopping = _fit_with_divergence({1}, epochs=3)
+    assert stopping.non_finite_epochs == [1, 2]
+    assert [m["HR@1"] for m in stopping.history] == [0.5, 0.0, 0.0]
+    assert stopping.best_epoch == 0
+    assert all(np.isfinite(w).all() for w in model.get_weights())  # epoch 0's weights are back
+
+
+def test_ranking_early_stopping_without_a_finite_epoch_keeps_none():
+    model, stopping = _fit_with_divergence({0}, epochs=5)
+    assert stopping.non_finite_epochs == [0, 1]  # stopped after `patience` epochs
+    assert stopping.best_epoch is None

@@ -1,6 +1,7 @@
 import argparse
 import json
 
+import keras
 import pytest
 
 from keras_attn.cli import main
@@ -56,3 +57,14 @@ def test_workers_below_one_are_refused(tmp_path):
     )
     with pytest.raises(ValueError, match="Received: workers=0"):
         parity.run(args)
+
+
+@pytest.mark.backend_agnostic
+def test_train_and_test_runs_on_torch():
+    """Torch allows one step per execution only: the run must not ask for more."""
+    if keras.backend.backend() != "torch":
+        pytest.skip("The slow reproduction test runs it on TensorFlow.")
+    setting = dict(parity.SETTINGS["small"], steps=4, batch_size=2, test_length=12, test_strings=4)
+    (run,) = parity.train_and_test("first", 6, "none", setting)
+    assert (run["task"], run["train_length"], run["seed"]) == ("first", 6, 0)
+    assert 0.0 <= run["test_accuracy"] <= 1.0
