@@ -297,7 +297,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         )
         query, key = self.project_queries_and_keys(inputs, mask)
         value = self._value_dense(inputs)  # (batch, length, heads, value_dim)
-        if query.dtype == "float16":
+        if keras.backend.standardize_dtype(query.dtype) == "float16":
             # float16 overflows at 65504: the logits are computed in float32.
             # bfloat16 has float32's range and keeps its dtype.
             query, key = ops.cast(query, "float32"), ops.cast(key, "float32")
