@@ -45,8 +45,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     `attention_pattern`; Keras masks (padding) remove keys as well. By
     default a query with no visible key outputs zeros (it never attends to
     masked or future positions); `additive_mask` instead reproduces code
-    that adds a large negative number to masked logits. The softmax always
-    runs in float32, also under mixed precision.
+    that adds a large negative number to masked logits. A masked (padded)
+    position influences no output, even if it holds NaN or inf, and neither
+    does a position a query may not see (its future under a causal
+    pattern). The query-key logits and the softmax run in float32 under
+    `mixed_float16`; the softmax runs in float32 under every policy.
 
     Args:
         num_heads: int, number of attention heads.
@@ -70,8 +73,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             attention scores and active dropout (and with
             `value_dim == key_dim`), the dense patterns run through
             `keras.ops.dot_product_attention`, which reaches fused (flash,
-            cuDNN) kernels on GPU; in float16 on JAX they do not, since XLA
-            on CPU cannot compile that function's float16 products.
+            cuDNN) kernels on GPU; under float16 that step runs in float32.
         logit_scale: `"none"` or `"log_length"`.
         additive_mask: `None` (default) or a negative float, how masked keys
             are removed. `None` removes them exactly, and a query with no
@@ -99,7 +101,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     Call arguments:
         inputs: tensor of shape `(batch, length, dim)`.
         mask: optional boolean `(batch, length)` padding mask; `False` keys are
-            ignored. Passed automatically by Keras masking.
+            ignored, whatever they hold. Passed automatically by Keras
+            masking.
         head_mask: optional `(num_heads,)` or `(batch, num_heads)` tensor that
             multiplies each head's output before the output projection.
         attention_mask: optional boolean `(batch, length, length)` mask, only
@@ -362,22 +365,26 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         which is NaN when the value is NaN or inf. So masked (padded)
         positions are replaced by zeros, and so are positions whose key or
         value is not finite when a query may not see them (the future of a
-        causal query, or an `attention_mask`). `broken`, boolean
-        `(batch, length)` or `(batch, 1)`, marks the queries that do see such
-        a position: their outputs are NaN, as without the replacement. It is
-        `None` where no query can miss a position that another one sees.
+        causal query, or an `attention_mask`). With `additive_mask`, masked
+        positions are replaced only where they are not finite: a query with
+        no visible key attends over them, as in the code it reproduces.
+        `broken`, boolean `(batch, length)` or `(batch, 1)`, marks the
+        queries that see a position that is not finite: their outputs are
+        NaN, as without the replacement. It is `None` where no query can
+        miss a position that another one sees.
         """
         visible = None if mask is None else ops.cast(mask, "bool")  # (batch, length)
-        broken = None
-        if self.attention_pattern == "causal" or attention_mask is not None:
+        hides_keys = self.attention_pattern == "causal" or attention_mask is not None
+        finite = None
+        if hides_keys or (self.additive_mask is not None and visible is not None):
             finite = ops.logical_and(_finite_positions(key), _finite_positions(value))
-            not_finite = ops.logical_not(finite)  # (batch, length)
-            seen = not_finite if visible is None else ops.logical_and(visible, not_finite)
-            broken = self._rows_with_keys(seen, attention_mask)
-            visible = finite if visible is None else ops.logical_and(visible, finite)
-        if visible is None:
-            return key, value, None
-        keep = visible[:, :, None, None]  # (batch, length, 1, 1)
+        broken = None
+        if hides_keys:
+            broken = self._rows_with_keys(_all_of(visible, ops.logical_not(finite)), attention_mask)
+        keep = finite if self.additive_mask is not None else _all_of(visible, finite)
+        if keep is None:
+            return key, value, broken
+        keep = keep[:, :, None, None]  # (batch, length, 1, 1)
         return ops.where(keep, key, 0.0), ops.where(keep, value, 0.0), broken
 
     def num_keys(self, length):
@@ -606,6 +613,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
 def _fresh_copy(initializer):
     return initializer.__class__.from_config(initializer.get_config())
+
+
+def _all_of(*masks):
+    """The logical and of the masks that are not `None` (`None` if none is)."""
+    masks = [m for m in masks if m is not None]
+    if not masks:
+        return None
+    return masks[0] if len(masks) == 1 else ops.logical_and(*masks)
 
 
 def _finite_positions(x):

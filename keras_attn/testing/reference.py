@@ -16,14 +16,7 @@ def softmax(logits, axis=-1):
 
 
 def self_attention_reference(
-    x,
-    layer,
-    allowed=None,
-    head_mask=None,
-    logit_scale=None,
-    additive_mask=None,
-    qk_scale=None,
-    key_mask=None,
+    x, layer, allowed=None, head_mask=None, logit_scale=None, additive_mask=None, qk_scale=None
 ):
     """Multi-head self-attention in numpy with the weights of `layer`.
 
@@ -38,9 +31,6 @@ def self_attention_reference(
             keys that are not allowed, which then all stay in the softmax.
         qk_scale: factor of the query-key dot products; `None` gives
             `1 / sqrt(key_dim)`.
-        key_mask: `None`, or a boolean `(batch, length)` array whose `False`
-            positions get zero keys and values, as the padded positions of
-            the core (which only matters with `additive_mask`).
 
     Returns:
         `(output, weights)`: `(batch, length, out_dim)` and
@@ -58,9 +48,6 @@ def self_attention_reference(
     q = np.einsum("blc,chd->blhd", x, wq) + biases[0]  # (batch, length, heads, key_dim)
     k = np.einsum("blc,chd->blhd", x, wk) + biases[1]  # (batch, length, heads, key_dim)
     v = np.einsum("blc,chd->blhd", x, wv) + biases[2]  # (batch, length, heads, value_dim)
-    if key_mask is not None:
-        keep = np.asarray(key_mask, bool)[:, :, None, None]  # (batch, length, 1, 1)
-        k, v = np.where(keep, k, 0.0), np.where(keep, v, 0.0)
     if qk_scale is None:
         qk_scale = 1.0 / np.sqrt(wq.shape[-1])
     logits = np.einsum("bqhd,bkhd->bhqk", q, k) * qk_scale  # (batch, heads, q, k)

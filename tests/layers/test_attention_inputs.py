@@ -133,6 +133,27 @@ def test_attention_mask_hides_garbage_from_the_queries_that_do_not_see_it():
         assert np.isnan(output[:, 4:]).all()
 
 
+def test_additive_mask_hides_only_the_padding_that_is_not_finite():
+    """Official masking: a query with no visible key attends over finite padding."""
+    layer = MultiHeadSelfAttention(2, 4, attention_pattern="causal", additive_mask=-10000.0)
+    x = _inputs()
+    mask = np.array([[0, 0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0, 0]], bool)
+    dirty = x.copy()
+    dirty[0, 1] = np.nan
+    dirty[1, 6] = -np.inf
+    for scores in (False, True):
+        clean = _outputs(layer, x, mask, scores)
+        output = _outputs(layer, dirty, mask, scores)
+        assert_allclose(output[0, 3:], clean[0, 3:], atol=1e-5)
+        assert_allclose(output[1, :6], clean[1, :6], atol=1e-5)
+        # The padded queries 0 and 2 see no key: they attend over every
+        # finite position, padded ones included, so the finite padding
+        # still moves them.
+        assert np.isfinite(output[0, [0, 2]]).all()
+        moved = layer(np.where(mask[..., None], x, x + 1.0), mask=mask)
+        assert np.abs(to_numpy(moved)[0, :3] - clean[0, :3]).max() > 1e-3
+
+
 @pytest.mark.parametrize(
     "name", ["dense", "causal", "causal_scores", "window", "gathered", "log_sparse_conv"]
 )
