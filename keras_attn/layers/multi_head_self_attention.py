@@ -528,10 +528,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         logits = _offset_logits(query, key, offsets)  # (batch, length, heads, K)
         logits = ops.transpose(logits, (0, 2, 1, 3))  # (batch, heads, length, K)
         indices, valid = self.attention_pattern.key_indices(length)  # (length, K) each
-        allowed = ops.cast(valid, "bool")[None, None]  # (1, 1, length, K)
-        if mask is not None:
-            key_mask = ops.take(ops.cast(mask, "bool"), indices, axis=1)  # (batch, length, K)
-            allowed = ops.logical_and(allowed, key_mask[:, None])  # (batch, 1, length, K)
+        allowed = _slot_allowed(indices, valid, mask)
         weights = self._masked_softmax(logits, allowed, mask, training)  # (batch, heads, length, K)
         slot_weights = ops.transpose(weights, (0, 2, 1, 3))  # (batch, length, heads, K)
         context = _offset_context(slot_weights, value, offsets)  # (batch, length, heads, value_dim)
@@ -543,11 +540,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         gathered_keys = ops.take(key, indices, axis=1)  # (batch, length, K, heads, key_dim)
         gathered_values = ops.take(value, indices, axis=1)  # (batch, length, K, heads, value_dim)
         logits = ops.einsum("bqhd,bqkhd->bhqk", query, gathered_keys)  # (batch, heads, length, K)
-        allowed = ops.cast(valid, "bool")[None, None]  # (1, 1, length, K)
-        if mask is not None:
-            key_mask = ops.take(ops.cast(mask, "bool"), indices, axis=1)  # (batch, length, K)
-            allowed = ops.logical_and(allowed, key_mask[:, None])
-        weights = self._masked_softmax(logits, allowed, mask, training)
+        weights = self._masked_softmax(logits, _slot_allowed(indices, valid, mask), mask, training)
         context = ops.einsum(
             "bhqk,bqkhd->bqhd", weights, gathered_values
         )  # (batch, length, heads, value_dim)
@@ -613,6 +606,15 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
 def _fresh_copy(initializer):
     return initializer.__class__.from_config(initializer.get_config())
+
+
+def _slot_allowed(indices, valid, mask):
+    """Boolean `(batch or 1, 1, length, K)`: the used key slots whose key is not masked."""
+    allowed = ops.cast(valid, "bool")[None, None]  # (1, 1, length, K)
+    if mask is None:
+        return allowed
+    key_mask = ops.take(ops.cast(mask, "bool"), indices, axis=1)  # (batch, length, K)
+    return ops.logical_and(allowed, key_mask[:, None])  # (batch, 1, length, K)
 
 
 def _all_of(*masks):
