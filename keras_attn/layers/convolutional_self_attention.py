@@ -7,7 +7,7 @@ of Transformer on Time Series Forecasting", NeurIPS 2019.
 import keras
 from keras import ops
 
-from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
+from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention, add_bias
 from keras_attn.utils.validation import check_int
 
 
@@ -28,10 +28,10 @@ class ConvolutionalSelfAttention(MultiHeadSelfAttention):
     Any attention pattern of the core works: `"causal"` (full attention over
     the past, as in the paper), a `LogSparsePattern`, or another
     `AttentionPattern`. The convolution never looks ahead, so with a causal
-    pattern no output depends on a later input. Padding masks remove keys
-    but the convolution still reads the padded inputs of the `k - 1` earlier
-    positions; use right padding (the usual case) so that no real position
-    follows a padded one.
+    pattern no output depends on a later input. Padding masks remove keys,
+    and the convolution reads padded inputs as zeros, like its own left
+    padding: a left-padded sequence gives its real positions the outputs
+    of the unpadded one, whatever the padding holds.
 
     Args:
         num_heads: int, number of attention heads.
@@ -80,6 +80,13 @@ class ConvolutionalSelfAttention(MultiHeadSelfAttention):
             use_bias=self.use_bias,
             **self.projection_kwargs(name),
         )
+
+    def project_queries_and_keys(self, inputs, mask=None):
+        if mask is not None and self.kernel_size > 1:
+            # The convolution reads the k - 1 earlier inputs: padded ones
+            # count as zeros, like its own left padding.
+            inputs = ops.where(ops.cast(mask, "bool")[:, :, None], inputs, 0.0)
+        return super().project_queries_and_keys(inputs, mask)
 
     def get_config(self):
         config = super().get_config()
@@ -138,5 +145,5 @@ class _CausalConvProjection(keras.layers.Layer):
             outputs, (-1, ops.shape(inputs)[1], self.num_heads, self.head_dim)
         )  # (batch, length, heads, head_dim)
         if self.bias is not None:
-            outputs = outputs + self.bias
+            outputs = add_bias(outputs, self.bias)
         return outputs

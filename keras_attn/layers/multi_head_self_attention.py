@@ -24,6 +24,7 @@ from keras_attn.utils.validation import (
     check_positive,
     check_rate,
     check_shape,
+    shape_checked_when_run,
     static_size,
 )
 
@@ -44,8 +45,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     `attention_pattern`; Keras masks (padding) remove keys as well. By
     default a query with no visible key outputs zeros (it never attends to
     masked or future positions); `additive_mask` instead reproduces code
-    that adds a large negative number to masked logits. The softmax always
-    runs in float32, also under mixed precision.
+    that adds a large negative number to masked logits. A masked (padded)
+    position influences no output, even if it holds NaN or inf, and neither
+    does a position a query may not see (its future under a causal
+    pattern). The query-key logits and the softmax run in float32 under
+    `mixed_float16`; the softmax runs in float32 under every policy.
 
     Args:
         num_heads: int, number of attention heads.
@@ -69,8 +73,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             attention scores and active dropout (and with
             `value_dim == key_dim`), the dense patterns run through
             `keras.ops.dot_product_attention`, which reaches fused (flash,
-            cuDNN) kernels on GPU; in float16 on JAX they do not, since XLA
-            on CPU cannot compile that function's float16 products.
+            cuDNN) kernels on GPU; under float16 that step runs in float32.
         logit_scale: `"none"` or `"log_length"`.
         additive_mask: `None` (default) or a negative float, how masked keys
             are removed. `None` removes them exactly, and a query with no
@@ -98,7 +101,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     Call arguments:
         inputs: tensor of shape `(batch, length, dim)`.
         mask: optional boolean `(batch, length)` padding mask; `False` keys are
-            ignored. Passed automatically by Keras masking.
+            ignored, whatever they hold. Passed automatically by Keras
+            masking.
         head_mask: optional `(num_heads,)` or `(batch, num_heads)` tensor that
             multiplies each head's output before the output projection.
         attention_mask: optional boolean `(batch, length, length)` mask, only
@@ -248,7 +252,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         """
         use_bias = self.use_bias if use_bias is None else use_bias
         bias_axes = equation.split("->")[1][2:] if use_bias else None
-        return keras.layers.EinsumDense(
+        return _ProjectionDense(
             equation,
             output_shape=output_shape,
             bias_axes=bias_axes,
@@ -266,11 +270,13 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             "name": name,
         }
 
-    def project_queries_and_keys(self, inputs):
+    def project_queries_and_keys(self, inputs, mask=None):
         """Returns `(query, key)`, each `(batch, length, num_heads, key_dim)`.
 
         Subclasses that compute queries and keys differently (for example
-        with a causal convolution) override this method.
+        with a causal convolution) override this method. `mask`, the
+        `(batch, length)` padding mask or `None`, lets a projection that
+        mixes positions ignore padded inputs.
         """
         return self._query_dense(inputs), self._key_dense(inputs)
 
@@ -289,14 +295,26 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         # A new tensor without the Keras mask attached: the mask is handled
         # here, so the projections must not warn that they drop it.
         inputs = ops.add(inputs, ops.zeros((), inputs.dtype))
-        query, key = self.project_queries_and_keys(inputs)
+        mask, head_mask, attention_mask = self._checked_masks(
+            inputs, mask, head_mask, attention_mask
+        )
+        query, key = self.project_queries_and_keys(inputs, mask)
         value = self._value_dense(inputs)  # (batch, length, heads, value_dim)
+        if keras.backend.standardize_dtype(query.dtype) == "float16":
+            # float16 overflows at 65504: the logits are computed in float32.
+            # bfloat16 has float32's range and keeps its dtype.
+            query, key = ops.cast(query, "float32"), ops.cast(key, "float32")
+        key, value, broken = self._hide_keys(key, value, mask, attention_mask)
         if self.is_sparse:
             context, scores = self._sparse_attention(query, key, value, mask, training)
         else:
             context, scores = self._dense_attention(
                 query, key, value, mask, attention_mask, training, return_attention_scores
             )
+        if broken is not None:
+            context = ops.where(broken[:, :, None, None], float("nan"), context)
+            if scores is not None:
+                scores = ops.where(broken[:, None, :, None], float("nan"), scores)
         if head_mask is not None:
             context = context * self._broadcast_head_mask(head_mask, context.dtype)
         output = self._output_dense(context)  # (batch, length, output_dim)
@@ -324,6 +342,50 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 "`attention_mask` only applies to the dense patterns. "
                 f"Received: attention_mask with attention_pattern={self.attention_pattern!r}"
             )
+
+    def _checked_masks(self, inputs, mask, head_mask, attention_mask):
+        """`(mask, head_mask, attention_mask)`, checked when run as well.
+
+        `validate_call_inputs` compares static sizes; in a graph traced with
+        unknown sizes these checks make the graph fail when run instead of
+        broadcasting or slicing a mask of another shape.
+        """
+        batch, length = ops.shape(inputs)[:2]
+        heads = self.num_heads
+        return (
+            shape_checked_when_run("mask", mask, (batch, length)),
+            shape_checked_when_run("head_mask", head_mask, (heads,), (batch, heads)),
+            shape_checked_when_run("attention_mask", attention_mask, (batch, length, length)),
+        )
+
+    def _hide_keys(self, key, value, mask, attention_mask):
+        """`(key, value, broken)`: zeros at the positions a query must not see.
+
+        A key weighted by zero still reaches the output through `0 * value`,
+        which is NaN when the value is NaN or inf. So masked (padded)
+        positions are replaced by zeros, and so are positions whose key or
+        value is not finite when a query may not see them (the future of a
+        causal query, or an `attention_mask`). With `additive_mask`, masked
+        positions are replaced only where they are not finite: a query with
+        no visible key attends over them, as in the code it reproduces.
+        `broken`, boolean `(batch, length)` or `(batch, 1)`, marks the
+        queries that see a position that is not finite: their outputs are
+        NaN, as without the replacement. It is `None` where no query can
+        miss a position that another one sees.
+        """
+        visible = None if mask is None else ops.cast(mask, "bool")  # (batch, length)
+        hides_keys = self.attention_pattern == "causal" or attention_mask is not None
+        finite = None
+        if hides_keys or (self.additive_mask is not None and visible is not None):
+            finite = ops.logical_and(_finite_positions(key), _finite_positions(value))
+        broken = None
+        if hides_keys:
+            broken = self._rows_with_keys(_all_of(visible, ops.logical_not(finite)), attention_mask)
+        keep = finite if self.additive_mask is not None else _all_of(visible, finite)
+        if keep is None:
+            return key, value, broken
+        keep = keep[:, :, None, None]  # (batch, length, 1, 1)
+        return ops.where(keep, key, 0.0), ops.where(keep, value, 0.0), broken
 
     def num_keys(self, length):
         """Keys per query for a static `length`: `length`, or the pattern's `K`."""
@@ -386,19 +448,18 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         """Whether `ops.dot_product_attention` (fused kernels) computes the step."""
         dropout_active = self.dropout > 0 and bool(training)
         exact_mask = self.additive_mask is None
-        # JAX's XLA attention multiplies float16 into float32, a product XLA
-        # on CPU rejects when it compiles (`jit`); the explicit path runs it.
-        jax_float16 = keras.backend.backend() == "jax" and query.dtype == "float16"
-        fusable = exact_mask and not (scores or dropout_active or jax_float16)
+        fusable = exact_mask and not (scores or dropout_active)
         return fusable and query.shape[-1] == value.shape[-1]
 
     def _fused_attention(self, query, key, value, mask, attention_mask):
         """Dense attention through `ops.dot_product_attention`.
 
         Its softmax runs in float32 (the XLA paths cast the logits, the
-        cuDNN and flash kernels accumulate in float32); the log-length scale
-        is folded into the query, and rows with no allowed key are zeroed
-        (the kernel would give them uniform weights).
+        cuDNN and flash kernels accumulate in float32); under float16 the
+        queries and keys come in float32, and so the whole step runs in
+        float32. The log-length scale is folded into the query, and rows
+        with no allowed key are zeroed (the kernel would give them uniform
+        weights).
         """
         if self.logit_scale == "log_length":
             query = query * ops.cast(self._log_length(ops.shape(query)[1], mask), query.dtype)
@@ -411,11 +472,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         context = ops.dot_product_attention(
             query,
             key,
-            value,
+            ops.cast(value, query.dtype),
             mask=fused_mask,
             scale=self.query_key_scale,
             is_causal=self.attention_pattern == "causal",
         )  # (batch, length, heads, value_dim)
+        context = ops.cast(context, value.dtype)
         rows = self._rows_with_keys(mask, attention_mask)
         if rows is None:
             return context
@@ -466,10 +528,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         logits = _offset_logits(query, key, offsets)  # (batch, length, heads, K)
         logits = ops.transpose(logits, (0, 2, 1, 3))  # (batch, heads, length, K)
         indices, valid = self.attention_pattern.key_indices(length)  # (length, K) each
-        allowed = ops.cast(valid, "bool")[None, None]  # (1, 1, length, K)
-        if mask is not None:
-            key_mask = ops.take(ops.cast(mask, "bool"), indices, axis=1)  # (batch, length, K)
-            allowed = ops.logical_and(allowed, key_mask[:, None])  # (batch, 1, length, K)
+        allowed = _slot_allowed(indices, valid, mask)
         weights = self._masked_softmax(logits, allowed, mask, training)  # (batch, heads, length, K)
         slot_weights = ops.transpose(weights, (0, 2, 1, 3))  # (batch, length, heads, K)
         context = _offset_context(slot_weights, value, offsets)  # (batch, length, heads, value_dim)
@@ -481,11 +540,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         gathered_keys = ops.take(key, indices, axis=1)  # (batch, length, K, heads, key_dim)
         gathered_values = ops.take(value, indices, axis=1)  # (batch, length, K, heads, value_dim)
         logits = ops.einsum("bqhd,bqkhd->bhqk", query, gathered_keys)  # (batch, heads, length, K)
-        allowed = ops.cast(valid, "bool")[None, None]  # (1, 1, length, K)
-        if mask is not None:
-            key_mask = ops.take(ops.cast(mask, "bool"), indices, axis=1)  # (batch, length, K)
-            allowed = ops.logical_and(allowed, key_mask[:, None])
-        weights = self._masked_softmax(logits, allowed, mask, training)
+        weights = self._masked_softmax(logits, _slot_allowed(indices, valid, mask), mask, training)
         context = ops.einsum(
             "bhqk,bqkhd->bqhd", weights, gathered_values
         )  # (batch, length, heads, value_dim)
@@ -515,8 +570,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def _broadcast_head_mask(self, head_mask, dtype):
         head_mask = ops.cast(head_mask, dtype)
         if len(head_mask.shape) == 1:
-            return ops.reshape(head_mask, (1, 1, self.num_heads, 1))
-        return ops.reshape(head_mask, (-1, 1, self.num_heads, 1))  # (batch, 1, heads, 1)
+            return head_mask[None, None, :, None]  # (1, 1, heads, 1)
+        return head_mask[:, None, :, None]  # (batch, 1, heads, 1)
 
     def compute_mask(self, inputs, mask=None):
         return mask
@@ -551,6 +606,51 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
 def _fresh_copy(initializer):
     return initializer.__class__.from_config(initializer.get_config())
+
+
+def _slot_allowed(indices, valid, mask):
+    """Boolean `(batch or 1, 1, length, K)`: the used key slots whose key is not masked."""
+    allowed = ops.cast(valid, "bool")[None, None]  # (1, 1, length, K)
+    if mask is None:
+        return allowed
+    key_mask = ops.take(ops.cast(mask, "bool"), indices, axis=1)  # (batch, length, K)
+    return ops.logical_and(allowed, key_mask[:, None])  # (batch, 1, length, K)
+
+
+def _all_of(*masks):
+    """The logical and of the masks that are not `None` (`None` if none is)."""
+    masks = [m for m in masks if m is not None]
+    if not masks:
+        return None
+    return masks[0] if len(masks) == 1 else ops.logical_and(*masks)
+
+
+def _finite_positions(x):
+    """Boolean `(batch, length)`: whether every entry of `x[:, i]` is finite."""
+    return ops.all(ops.isfinite(x), axis=(2, 3))
+
+
+def add_bias(x, bias):
+    """`x + bias`, broadcast from the last axes on every backend.
+
+    Keras' TensorFlow `ops.add(x, bias)` turns a bias with one axis of size
+    above 1 into `tf.nn.bias_add`, which adds it along axis 1 when that
+    axis has its size and the last one does not: a `(num_heads, 1)` bias
+    (heads of size 1) went along the length axis when
+    `length == num_heads`. `keras.layers.MultiHeadAttention` has the same
+    error. With the bias first, the sum broadcasts like numpy.
+    """
+    return ops.add(bias, x)
+
+
+class _ProjectionDense(keras.layers.EinsumDense):
+    """`EinsumDense` whose bias is added by `add_bias`."""
+
+    def call(self, inputs, training=None):
+        outputs = ops.einsum(self.equation, inputs, self.kernel)
+        if self.bias is None:
+            return outputs
+        return add_bias(outputs, self.bias)
 
 
 def _slots(offsets, length):

@@ -3,13 +3,12 @@
 Constructor checks return the value as a plain Python number, so numpy
 scalars (`np.int64(2)`, `np.float32(0.1)`) are accepted and configs stay
 JSON-serializable. Every error is a `ValueError` that names the argument and
-ends with `Received: <name>=<value>`. Call-time checks compare static shapes
-only: an axis unknown when tracing is not checked.
+ends with `Received: <name>=<value>`. Call-time checks compare static shapes;
+`shape_checked_when_run` covers the sizes unknown when tracing.
 
 The command line's options are checked here too, by `argparse` `type`
 functions (`int_option`, `float_option`, `output_folder`) that argparse calls
-while it parses, before anything runs. The module imports Keras only inside
-`feature_spec`, so that `keras-attn --help` does not import it.
+while it parses, before anything runs.
 """
 
 import argparse
@@ -21,6 +20,7 @@ import tempfile
 
 import keras
 import numpy as np
+from keras import ops
 
 
 def check_int(name, value, minimum=1):
@@ -200,6 +200,37 @@ def check_rank(name, shape, *ranks):
         raise ValueError(
             f"`{name}` must have rank {options}. Received: {name}.shape={tuple(shape)}"
         )
+
+
+def shape_checked_when_run(name, tensor, *expected):
+    """`tensor`, made to fail when run unless its shape is the option of its rank.
+
+    `check_shape` compares static sizes only. In a graph traced with unknown
+    sizes (a `tf.function` whose input signature has `None` sizes) a mask
+    of another size would be broadcast or sliced silently; this returns
+    `tensor` reshaped to its own shape when its sizes equal `expected`'s,
+    and to an empty shape otherwise, so that the graph raises when run, in
+    an op of the name scope `<name>_shape_check`. With static sizes (eager
+    calls, and JAX, which traces concrete shapes) `tensor` is returned as
+    it is. Do not reshape the result: TensorFlow's graph optimizer merges
+    consecutive reshapes, and the check with them.
+
+    Args:
+        name: the call argument, the name of the check's scope.
+        tensor: a tensor or `None`, whose rank `check_shape` has checked.
+        *expected: shapes of distinct ranks, of ints and scalar integer
+            tensors (from `keras.ops.shape`).
+    """
+    if tensor is None:
+        return None
+    shape = next(option for option in expected if len(option) == len(tensor.shape))
+    if None not in tuple(tensor.shape) and not any(ops.is_tensor(size) for size in shape):
+        return tensor
+    with keras.name_scope(f"{name}_shape_check"):
+        sizes = ops.shape(tensor)
+        equal = ops.all(ops.stack([ops.equal(s, e) for s, e in zip(sizes, shape, strict=True)]))
+        # The first size times 0 when a size differs: a reshape that fails.
+        return ops.reshape(tensor, (sizes[0] * ops.cast(equal, "int32"), *sizes[1:]))
 
 
 def _matches(shape, expected):
