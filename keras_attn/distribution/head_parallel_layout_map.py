@@ -171,6 +171,11 @@ def check_head_parallel(model, layout_map):
     mesh = layout_map.device_mesh
     sizes = dict(zip(mesh.axis_names, mesh.shape, strict=True))
     for name, layer in attention_layers(model).items():
+        if not layer.built:
+            raise ValueError(
+                "`model` must be built: call it on an input first. "
+                f"Received: model with the unbuilt attention layer {name!r}"
+            )
         query = next(v for v in layer.weights if v.path.endswith("query/kernel"))
         layout = layout_map[query.path]
         if layout is None:

@@ -195,6 +195,9 @@ def test_check_head_parallel_refuses_what_the_mesh_cannot_split(model_kwargs, me
         keras_attn.distribution.check_head_parallel(_attention_model(**model_kwargs), layout_map)
     with pytest.raises(ValueError, match=r"Received: layout_map=\{\}"):
         keras_attn.distribution.check_head_parallel(_attention_model(), {})
+    unbuilt = keras_attn.layers.MultiHeadSelfAttention(2, 4, name="attention")
+    with pytest.raises(ValueError, match="unbuilt attention layer 'attention'"):
+        keras_attn.distribution.check_head_parallel(unbuilt, layout_map)
 
 
 def test_distribution_package_uses_keras_only():
