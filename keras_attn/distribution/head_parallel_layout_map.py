@@ -54,8 +54,12 @@ def head_parallel_layout_map(device_mesh, model_axis="model", convolutional=Fals
     The keys match the sublayer names that `MultiHeadSelfAttention`,
     `TransformerBlock`, `BSARecBlock` and the library's models create,
     whatever the model or block is called; `keras.layers.MultiHeadAttention`
-    shares the attention names and layout. The number of heads and the MLP
-    size must be divisible by the size of `model_axis`. Build the model
+    shares the attention names and layout. The query, key and value keys
+    match only inside a layer named "attention" or with a name ending in
+    "attention" (as Keras' default "multi_head_attention_1"), so a user's
+    own layer named "value" stays replicated. The number of heads and the
+    MLP size must be divisible by the size of `model_axis`:
+    `check_head_parallel` checks a model before it is sharded. Build the model
     inside the distribution's scope so that its variables are created
     sharded; the batch is split over the mesh's other axis.
 
