@@ -84,7 +84,23 @@ def build_parser(argv=None):
             module.add_arguments(paper_parser)
             paper_parser.description = _describe(module, entry)
             paper_parser.set_defaults(run=module.run)
+            if hasattr(module, "check_arguments"):
+                paper_parser.set_defaults(
+                    check_arguments=_refusing(paper_parser, module.check_arguments)
+                )
     return parser
+
+
+def _refusing(parser, check):
+    """`check(args)`, with its `ValueError` turned into `parser`'s error (exit status 2)."""
+
+    def checked(args):
+        try:
+            check(args)
+        except ValueError as error:
+            parser.error(str(error))
+
+    return checked
 
 
 def version():
@@ -104,6 +120,8 @@ def main(argv=None):
             print(problem, file=sys.stderr)
             return 1
     args = build_parser(argv).parse_args(argv)
+    if hasattr(args, "check_arguments"):
+        args.check_arguments(args)
     _announce(args)
     try:
         args.run(args)

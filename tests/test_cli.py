@@ -162,3 +162,41 @@ def test_the_tour_trains_exports_and_reloads_wherever_it_can_export(tmp_path):
     assert cli.main(["tour", "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "tour.json").read_text())
     assert results["saved_model_max_difference"] < 1e-4
+
+
+STEPS_NOT_A_MULTIPLE = [
+    ("small", ["t2t", "--steps", "7"], "a multiple of 2, the number of evaluations of the 'small'"),
+    ("fast", ["t2t", "--steps", "7"], "a multiple of 3, the number of evaluations of the 'fast'"),
+    ("full", ["t2t", "--full", "--steps", "15"], "a multiple of 10, the number of evaluations"),
+    ("small", ["mimetic", "--steps", "7"], "a multiple of 3, the number of evaluations"),
+    ("fast", ["mimetic", "--steps", "12"], "a multiple of 8, the number of evaluations"),
+]
+
+
+@pytest.mark.parametrize(
+    ("setting", "argv", "message"),
+    STEPS_NOT_A_MULTIPLE,
+    ids=[" ".join(argv) for _, argv, _ in STEPS_NOT_A_MULTIPLE],
+)
+def test_steps_the_evaluations_do_not_divide_end_the_parse(
+    setting, argv, message, monkeypatch, tmp_path, capsys
+):
+    if setting != "small":
+        monkeypatch.delenv("KERAS_ATTN_SMALL", raising=False)
+    with pytest.raises(SystemExit) as raised:
+        cli.main(["reproduce", *argv, "--out", str(tmp_path / "out")])
+    assert raised.value.code == 2
+    output = capsys.readouterr()
+    assert f"keras-attn reproduce {argv[0]}: error: argument --steps: must be {message}" in (
+        output.err
+    )
+    assert f"Received: steps={argv[-1]}" in output.err
+    assert output.out == ""  # refused before the setting is announced
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("paper", ["t2t", "mimetic"])
+def test_steps_the_evaluations_divide_pass_the_check(paper, tmp_path):
+    argv = ["reproduce", paper, "--steps", "12", "--out", str(tmp_path)]
+    args = cli.build_parser(argv).parse_args(argv)
+    assert args.check_arguments(args) is None

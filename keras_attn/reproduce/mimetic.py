@@ -143,12 +143,22 @@ def setting(args):
         regime["steps"] = steps or regime["steps"]
         if regime["steps"] % chosen["evaluations"]:
             raise ValueError(
-                f"`--steps` must be a multiple of the {chosen['evaluations']} evaluations. "
-                f"Received: steps={regime['steps']}"
+                f"argument --steps: must be a multiple of {chosen['evaluations']}, the number "
+                f"of evaluations of the {name!r} setting. Received: steps={regime['steps']}"
             )
     chosen["regimes"] = tuple(regimes)
     chosen["position_embeddings"] = tuple(chosen["position_embeddings"])
     return chosen
+
+
+def check_arguments(args):
+    """Refuses, before anything trains, options that only the setting can check.
+
+    Raises:
+        ValueError: when `--steps` (or the setting's steps of a regime) is
+            not a multiple of the setting's number of evaluations.
+    """
+    setting(args)
 
 
 def run(args):

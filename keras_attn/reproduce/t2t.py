@@ -190,10 +190,20 @@ def setting(args):
             chosen[key] = getattr(args, key)
     if chosen["steps"] % chosen["evaluations"]:
         raise ValueError(
-            f"`--steps` must be a multiple of the {chosen['evaluations']} evaluations. "
-            f"Received: steps={chosen['steps']}"
+            f"argument --steps: must be a multiple of {chosen['evaluations']}, the number "
+            f"of evaluations of the {name!r} setting. Received: steps={chosen['steps']}"
         )
     return chosen
+
+
+def check_arguments(args):
+    """Refuses, before anything trains, options that only the setting can check.
+
+    Raises:
+        ValueError: when `--steps` is not a multiple of the setting's
+            number of evaluations.
+    """
+    setting(args)
 
 
 def run(args):

@@ -128,6 +128,78 @@ def test_layout_map_validates_the_model_axis():
         assert layout_map[replicated] is None, replicated
 
 
+def _two_device_mesh():
+    """A (batch 1, model 2) mesh; the checks only read its shape, so any device names do."""
+    return keras.distribution.DeviceMesh(
+        (1, 2), axis_names=("batch", "model"), devices=["cpu:0", "cpu:1"]
+    )
+
+
+class _UserBlock(keras.layers.Layer):
+    """A user's own block whose sublayers are named query, key and value."""
+
+    def build(self, input_shape):
+        self.projections = [
+            keras.layers.Dense(input_shape[-1], name=name) for name in ("query", "key", "value")
+        ]
+        for projection in self.projections:
+            projection.build(input_shape)
+
+    def call(self, inputs):
+        return sum(projection(inputs) for projection in self.projections)
+
+
+def _attention_model(num_heads=2, intermediate_dim=16, attention_name=None):
+    x = keras.Input((5, 12))
+    y = keras_attn.layers.TransformerBlock(
+        num_heads=num_heads, intermediate_dim=intermediate_dim, name="block_0"
+    )(x)
+    y = keras.layers.MultiHeadAttention(num_heads, 4, name=attention_name)(y, y)
+    return keras.Model(x, _UserBlock(name="my_block")(y))
+
+
+def test_layout_map_splits_attention_kernels_and_leaves_a_user_value_layer_replicated():
+    layout_map = keras_attn.distribution.head_parallel_layout_map(_two_device_mesh())
+    layouts = {v.path: layout_map[v.path] for v in _attention_model().weights}
+    for layer in ("block_0/attention", "multi_head_attention"):
+        for name in ("query", "key", "value"):
+            assert layouts[f"{layer}/{name}/kernel"].axes == (None, "model", None), layer
+            assert layouts[f"{layer}/{name}/bias"].axes == ("model", None), layer
+        assert layouts[f"{layer}/attention_output/kernel"].axes == ("model", None, None)
+    for name in ("query", "key", "value"):
+        for weight in ("kernel", "bias"):
+            assert layouts[f"my_block/{name}/{weight}"] is None, (name, weight)
+    # 7 per attention layer, 3 in the MLP
+    assert sum(layout is not None for layout in layouts.values()) == 17
+
+
+def test_check_head_parallel_accepts_a_model_the_mesh_divides():
+    layout_map = keras_attn.distribution.head_parallel_layout_map(_two_device_mesh())
+    assert keras_attn.distribution.check_head_parallel(_attention_model(), layout_map) is None
+
+
+@pytest.mark.parametrize(
+    "model_kwargs, message",
+    [
+        ({"num_heads": 3}, "layer 'block_0/attention' .* Received: num_heads=3"),
+        ({"intermediate_dim": 15}, r"'block_0/mlp_hidden/kernel' .* Received: shape=\(12, 15\)"),
+        (
+            {"attention_name": "mixer"},
+            "layer 'mixer': name it .* Received: query kernel path='mixer/query/kernel'",
+        ),
+    ],
+)
+def test_check_head_parallel_refuses_what_the_mesh_cannot_split(model_kwargs, message):
+    layout_map = keras_attn.distribution.head_parallel_layout_map(_two_device_mesh())
+    with pytest.raises(ValueError, match=message):
+        keras_attn.distribution.check_head_parallel(_attention_model(**model_kwargs), layout_map)
+    with pytest.raises(ValueError, match=r"Received: layout_map=\{\}"):
+        keras_attn.distribution.check_head_parallel(_attention_model(), {})
+    unbuilt = keras_attn.layers.MultiHeadSelfAttention(2, 4, name="attention")
+    with pytest.raises(ValueError, match="unbuilt attention layer 'attention'"):
+        keras_attn.distribution.check_head_parallel(unbuilt, layout_map)
+
+
 def test_distribution_package_uses_keras_only():
     package = pathlib.Path(keras_attn.distribution.__file__).parent
     for path in package.glob("*.py"):
