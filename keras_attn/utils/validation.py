@@ -136,7 +136,10 @@ def check_shape(name, tensor, *expected):
     shape = tuple(tensor.shape) if hasattr(tensor, "shape") else np.shape(tensor)
     if not any(_matches(shape, option) for option in expected):
         options = " or ".join(_describe(option) for option in expected)
-        raise ValueError(f"`{name}` must have shape {options}. Received: {name}.shape={shape}")
+        raise ValueError(
+            f"`{name}` must have shape {options}.{_symbolic_hint(shape)} "
+            f"Received: {name}.shape={shape}"
+        )
 
 
 def check_length(name, length, limit_name, limit):
@@ -234,12 +237,26 @@ def shape_checked_when_run(name, tensor, *expected):
 
 
 def _matches(shape, expected):
-    # Only static sizes are compared: an axis unknown when tracing (`None`,
-    # a symbolic JAX dimension) matches anything.
     return len(shape) == len(expected) and all(
-        static_size(s) is None or static_size(e) is None or int(s) == int(e)
-        for s, e in zip(shape, expected, strict=True)
+        _same_size(s, e) for s, e in zip(shape, expected, strict=True)
     )
+
+
+def _same_size(size, expected):
+    # An axis unknown when tracing (`None`) matches anything. Two symbolic
+    # sizes (JAX's, when `model.export` traces a model) match when JAX can
+    # tell they are equal; a symbolic size and a number are not compared.
+    if size is None or expected is None or ops.is_tensor(expected):
+        return True
+    if static_size(size) is not None and static_size(expected) is not None:
+        return int(size) == int(expected)
+    if _is_symbolic(size) and _is_symbolic(expected):
+        return bool(size == expected)
+    return True
+
+
+def _is_symbolic(size):
+    return static_size(size) is None and not ops.is_tensor(size)
 
 
 def feature_spec(input_shape, any_rank=False):
@@ -258,8 +275,19 @@ def static_size(value):
     return int(value) if isinstance(value, numbers.Integral) else None
 
 
+def _symbolic_hint(shape):
+    if not any(_is_symbolic(size) for size in shape if size is not None):
+        return ""
+    return (
+        " On JAX, `model.export` gives every unknown axis of the inputs a symbol of its "
+        "own: declare the sizes that are equal with "
+        '`jax2tf_kwargs={"polymorphic_shapes": ...}`, e.g. [["(batch, length, 8)", '
+        '"(batch, length)"]] for inputs `x` and `mask`.'
+    )
+
+
 def _describe(expected):
-    sizes = ", ".join("?" if e is None else str(int(e)) for e in expected)
+    sizes = ", ".join("?" if e is None else str(e) for e in expected)
     return f"({sizes},)" if len(expected) == 1 else f"({sizes})"
 
 

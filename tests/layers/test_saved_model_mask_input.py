@@ -32,3 +32,14 @@ def test_a_separate_mask_input_exports_and_serves_two_lengths(tmp_path):
             np.arange(length) < np.array([[length], [3]]),  # the second row: 3 real tokens
         ]
         assert_allclose(served.serve(inputs), model(inputs), atol=1e-5)
+
+
+def test_unrelated_symbolic_lengths_name_the_mask_and_the_fix(tmp_path):
+    """Without the declaration, JAX's export gives the mask a length of its own."""
+    if keras.backend.backend() != "jax":
+        pytest.skip("Symbolic lengths are JAX's, when `model.export` traces a model.")
+    x, mask = keras.Input((None, 8)), keras.Input((None,), dtype="bool")
+    model = keras.Model([x, mask], MultiHeadSelfAttention(2, 4)(x, mask=mask))
+    with pytest.raises(ValueError, match=r"`mask` must have shape .*polymorphic_shapes"):
+        model.export(str(tmp_path / "model"), format="tf_saved_model", verbose=False)
+    assert not (tmp_path / "model").exists()
