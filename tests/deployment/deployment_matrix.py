@@ -223,12 +223,14 @@ def _flat_outputs(outputs):
     return [np.asarray(keras.ops.convert_to_numpy(x)) for x in keras.tree.flatten(outputs)]
 
 
-def _feed(inputs, names):
-    """`{runtime input name: array}`: dict inputs by name, others in order."""
-    if isinstance(inputs, dict):
-        return {name: inputs[name] for name in names}
-    arrays = inputs if isinstance(inputs, list) else [inputs]
-    return dict(zip(names, arrays, strict=True))
+def _feed(model, inputs, names):
+    """`{runtime input name: array}`, by the model's input names where the runtime has them."""
+    if not isinstance(inputs, dict):
+        arrays = inputs if isinstance(inputs, list) else [inputs]
+        model_names = [tensor.name for tensor in keras.tree.flatten(getattr(model, "inputs", []))]
+        known = sorted(model_names) == sorted(names)
+        inputs = dict(zip(model_names if known else names, arrays, strict=True))
+    return {name: inputs[name] for name in names}
 
 
 def serve_saved_model(model, inputs, folder):
@@ -263,7 +265,7 @@ def serve_onnx(model, inputs, folder):
     model.export(path, format="onnx", verbose=False, input_signature=signature)
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
     names = [node.name for node in session.get_inputs()]
-    return session.run(None, _feed(inputs, names))
+    return session.run(None, _feed(model, inputs, names))
 
 
 def serve_litert(model, inputs, folder):
@@ -273,7 +275,7 @@ def serve_litert(model, inputs, folder):
     model.export(path, format="litert", verbose=False)
     interpreter = tf.lite.Interpreter(model_path=path)
     runner = interpreter.get_signature_runner()
-    outputs = runner(**_feed(inputs, list(runner.get_input_details())))
+    outputs = runner(**_feed(model, inputs, list(runner.get_input_details())))
     return [outputs[key] for key in sorted(outputs)]
 
 
@@ -370,15 +372,6 @@ UPSTREAM_LIMITS = {
         r"aten::ravel",
         "torch.onnx cannot export the gather of a sparse pattern (`aten::ravel`); export "
         "ONNX from TensorFlow.",
-    ),
-    **_limits(
-        ("LogSparseAttention", "MultiHeadSelfAttention", "TransformerBlock"),
-        "litert",
-        "tensorflow",
-        r"XNNPack delegate failed to reshape",
-        "TFLite's default XNNPack delegate cannot resize a model with a per-example head "
-        "mask input; serve without the default delegates (`experimental_op_resolver_type="
-        "tf.lite.experimental.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES`).",
     ),
     **_limits(
         ("build_bert_encoder", "build_decoder_language_model", "build_logsparse_forecaster"),
