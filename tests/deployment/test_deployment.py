@@ -57,7 +57,7 @@ def _assert_upstream_error(like, path, model, data, tmp_path):
     model(data)
     with pytest.raises(Exception) as caught:
         PATHS[path][1](model, data, tmp_path)
-    assert re.search(pattern, f"{caught.type.__name__}: {caught.value}")
+    assert re.search(pattern, f"{caught.type.__name__}: {caught.value}", re.DOTALL)
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="The SavedModel export of the torch backend.")
@@ -70,6 +70,16 @@ def test_saved_model_from_torch_fails_upstream_even_for_a_dense_model(tmp_path):
 def test_onnx_from_tensorflow_fails_upstream_on_the_exact_gelu(tmp_path):
     data = np.ones((2, 4), "float32")
     _assert_upstream_error("TransformerBlock", "onnx", _dense_model("gelu"), data, tmp_path)
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch.onnx exports the torch backend.")
+def test_onnx_from_torch_with_an_unknown_batch_fails_upstream_on_a_layer_norm(tmp_path):
+    """Without a static `input_signature`, Keras takes torch's TorchScript exporter."""
+    inputs = keras.Input(shape=(3, 4), name="inputs")
+    model = keras.Model(inputs, keras.layers.LayerNormalization()(inputs))
+    model(np.ones((2, 3, 4), "float32"))
+    with pytest.raises(Exception, match=r"Failed to export a node .*onnx::Gather"):
+        model.export(str(tmp_path / "model.onnx"), format="onnx", verbose=False)
 
 
 @pytest.mark.slow
