@@ -23,6 +23,11 @@ def _paths_of_this_backend():
     return [path for path, (backends, _) in PATHS.items() if BACKEND in backends]
 
 
+def _working_paths_of_this_backend():
+    """The paths of this backend that no upstream limit stops for every model."""
+    return [path for path in _paths_of_this_backend() if upstream_limit("*", path, BACKEND) is None]
+
+
 def _many_layers_model():
     """One small functional model through many public layers, and its inputs."""
     inputs = keras.Input(shape=(6, 8), name="inputs")
@@ -36,7 +41,7 @@ def _many_layers_model():
     return keras.Model(inputs, outputs), data
 
 
-@pytest.mark.parametrize("path", _paths_of_this_backend())
+@pytest.mark.parametrize("path", _working_paths_of_this_backend())
 def test_a_model_of_many_layers_serves_the_same_outputs(path, tmp_path):
     keras.utils.set_random_seed(0)
     model, data = _many_layers_model()

@@ -77,7 +77,7 @@ def test_matches_numpy_reference(length, cutoff):
     assert_allclose(layer(x), _filter_reference(x, layer), atol=1e-4)
 
 
-@pytest.mark.parametrize("length", [1, 2, 7, 8])
+@pytest.mark.parametrize("length", [1, 8])
 def test_static_length_matrix_matches_the_direct_transform(length):
     """A static length filters by one precomputed matrix, an unknown one by the direct transform."""
     x = _inputs((2, length, 4))
