@@ -367,7 +367,11 @@ UPSTREAM_LIMITS = {
         "or export from TensorFlow.",
     ),
     **_limits(
-        ("LogSparseAttention", "MultiHeadSelfAttention(CausalWindowPattern)"),
+        (
+            "LogSparseAttention",
+            "MultiHeadSelfAttention(CausalWindowPattern)",
+            "build_logsparse_forecaster",
+        ),
         "onnx",
         "torch",
         r"aten::ravel",
