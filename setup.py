@@ -101,6 +101,12 @@ setup(
             "hypothesis",
             "mkdocs-material",
             "mkdocstrings[python]",
+            # The deployment matrix: ONNX export from each backend and ONNX Runtime.
+            "onnx",
+            "onnxscript",
+            "onnxruntime",
+            "tf2onnx",
+            "jax2onnx",
         ],
     },
     entry_points={"console_scripts": ["keras-attn=keras_attn.cli:main"]},

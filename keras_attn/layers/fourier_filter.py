@@ -10,6 +10,7 @@ LayerNorm.
 import math
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_attn.utils.validation import (
@@ -38,11 +39,14 @@ class FourierFilter(keras.layers.Layer):
     4. `output = LayerNorm(dropout(filtered) + x)`.
 
     The paper uses `norm="ortho"` for both transforms. Filtering is linear,
-    so the normalisation cancels between `rfft` and `irfft`. Only the kept
-    bins are needed, so the layer computes them as a direct transform,
-    `O(length * kept bins)` per channel, in float32 also under mixed
-    precision; this needs no static length, so the layer also exports with
-    a length known only at serving time.
+    so the normalisation cancels between `rfft` and `irfft`, and the layer
+    needs no FFT op, which ONNX and TFLite converters cannot all lower. With
+    a static length `L`, the low-pass filter is one `(L, L)` matrix,
+    computed in float64 when the layer is traced, and `low` is a matmul
+    with it: every converter lowers that. With a length known only at
+    serving time, the layer computes the kept bins as a direct transform,
+    `O(length * kept bins)` per channel. Both run in float32, also under
+    mixed precision.
 
     Like the official code, the filter mixes every position, padded ones
     included, and sees the whole sequence (it is not causal): a model must
@@ -133,18 +137,42 @@ class FourierFilter(keras.layers.Layer):
             `irfft` of the lowest `kept_bins` bins of `rfft(inputs)` taken
             along the sequence axis.
         """
-        length = ops.shape(inputs)[1]
-        bins = self.kept_bins
-        if static_size(length) is not None:
-            bins = min(bins, static_size(length) // 2 + 1)
+        x = ops.cast(inputs, "float32")
+        length = static_size(inputs.shape[1])
+        if length is None:
+            low = self._dynamic_low_pass(x)
+        else:
+            projection = ops.convert_to_tensor(self._low_pass_matrix(length), "float32")
+            # A broadcast matmul, (length, length) @ (batch, length, dim): TFLite's
+            # converter miscompiles the einsum "ts,bsd->btd" with a dynamic batch.
+            low = ops.matmul(projection, x)  # (batch, length, dim)
+        return ops.cast(low, inputs.dtype)
+
+    def _low_pass_matrix(self, length):
+        """The `(length, length)` low-pass matrix `P`, `low = P @ x`, as float64 numpy.
+
+        `P[t, s] = sum_k weight_k cos(2 pi k (t - s) / L)` over the kept bins
+        `k`, with `weight_k` the inverse transform's weight of bin `k`: 1 for
+        the mean and the Nyquist bin, 2 for a bin that stands for itself and
+        its mirror, over `L`.
+        """
+        frequencies = np.arange(min(self.kept_bins, length // 2 + 1))  # (bins,)
+        weight = np.where((frequencies == 0) | (2 * frequencies == length), 1.0, 2.0) / length
+        offsets = np.arange(length)[:, None] - np.arange(length)[None, :]  # (length, length)
+        # 2 pi (k (t - s) mod L) / L: reduced mod L first, exact for any length.
+        turns = np.mod(frequencies[:, None, None] * offsets, length)  # (bins, length, length)
+        return np.einsum("k,kts->ts", weight, np.cos(2.0 * np.pi * turns / length))
+
+    def _dynamic_low_pass(self, x):
+        """The low-pass part of float32 `x` whose length is known only when called."""
+        length = ops.shape(x)[1]
         n = ops.cast(length, "int32")
-        frequencies = ops.arange(bins, dtype="int32")  # (bins,)
+        frequencies = ops.arange(self.kept_bins, dtype="int32")  # (bins,)
         positions = ops.arange(length, dtype="int32")  # (length,)
         # 2 pi (k t mod L) / L: reduced mod L first so float32 stays exact.
         turns = ops.mod(frequencies[:, None] * positions[None, :], n)  # (bins, length)
         angles = ops.cast(turns, "float32") * (2.0 * math.pi / ops.cast(n, "float32"))
         cos, sin = ops.cos(angles), ops.sin(angles)  # (bins, length) each
-        x = ops.cast(inputs, "float32")
         real = ops.einsum("kt,btd->bkd", cos, x)  # (batch, bins, dim)
         imag = ops.einsum("kt,btd->bkd", sin, x)  # (batch, bins, dim), sign dropped
         # Inverse weights: 1 for the mean and the Nyquist bin, 2 for a bin
@@ -152,10 +180,9 @@ class FourierFilter(keras.layers.Layer):
         doubled = 2 * frequencies
         weight = ops.where(ops.logical_or(doubled == 0, doubled == n), 1.0, 2.0)
         weight = ops.where(doubled <= n, weight, 0.0) / ops.cast(n, "float32")  # (bins,)
-        low = ops.einsum("kt,bkd->btd", cos, real * weight[:, None]) + ops.einsum(
+        return ops.einsum("kt,bkd->btd", cos, real * weight[:, None]) + ops.einsum(
             "kt,bkd->btd", sin, imag * weight[:, None]
         )  # (batch, length, dim)
-        return ops.cast(low, inputs.dtype)
 
     def call(self, inputs, mask=None, training=None):
         check_shape("inputs", inputs, (None, None, self._input_dim))

@@ -77,6 +77,17 @@ def test_matches_numpy_reference(length, cutoff):
     assert_allclose(layer(x), _filter_reference(x, layer), atol=1e-4)
 
 
+@pytest.mark.parametrize("length", [1, 8])
+def test_static_length_matrix_matches_the_direct_transform(length):
+    """A static length filters by one precomputed matrix, an unknown one by the direct transform."""
+    x = _inputs((2, length, 4))
+    layer = _built(5, x)
+    matrix = layer._low_pass_matrix(length)  # (length, length)
+    assert matrix.shape == (length, length)
+    assert_allclose(np.einsum("ts,bsd->btd", matrix, x), _low_pass_reference(x, 3), atol=1e-6)
+    assert_allclose(layer._dynamic_low_pass(x), layer.low_pass(x), atol=1e-5)
+
+
 def test_keeps_cutoff_half_plus_one_bins():
     assert [FourierFilter(cutoff=c).kept_bins for c in (1, 2, 3, 4, 5)] == [1, 2, 2, 3, 3]
 
