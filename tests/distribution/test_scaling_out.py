@@ -160,8 +160,13 @@ def _attention_model(num_heads=2, intermediate_dim=16, attention_name=None):
 
 def test_layout_map_splits_attention_kernels_and_leaves_a_user_value_layer_replicated():
     layout_map = keras_attn.distribution.head_parallel_layout_map(_two_device_mesh())
-    layouts = {v.path: layout_map[v.path] for v in _attention_model().weights}
-    for layer in ("block_0/attention", "multi_head_attention"):
+    model = _attention_model()
+    layouts = {v.path: layout_map[v.path] for v in model.weights}
+    # Keras' default name, `multi_head_attention` or `..._N` after other such layers.
+    (keras_attention,) = [
+        layer.name for layer in model.layers if isinstance(layer, keras.layers.MultiHeadAttention)
+    ]
+    for layer in ("block_0/attention", keras_attention):
         for name in ("query", "key", "value"):
             assert layouts[f"{layer}/{name}/kernel"].axes == (None, "model", None), layer
             assert layouts[f"{layer}/{name}/bias"].axes == ("model", None), layer
