@@ -92,7 +92,7 @@ class CausalWindowPattern(AttentionPattern):
         self.window = check_int("window", window)
 
     def key_indices(self, length):
-        positions = ops.arange(length, dtype="int32")[:, None]
+        positions = ops.arange(0, length, dtype="int32")[:, None]
         offsets = ops.arange(self.window - 1, -1, -1, dtype="int32")[None, :]
         keys = positions - offsets  # (length, window)
         return ops.maximum(keys, 0), keys >= 0

@@ -74,7 +74,7 @@ class BitStringFeatures(keras.layers.Layer):
     def call(self, inputs):
         tokens = ops.cast(inputs, "int32")
         batch, length = ops.shape(tokens)[0], ops.shape(tokens)[1]
-        positions = ops.cast(ops.arange(length), self.compute_dtype)  # (length,)
+        positions = ops.cast(ops.arange(0, length), self.compute_dtype)  # (length,)
         position_features = self._position_features(positions, length)  # (length, P)
         features = [
             ops.broadcast_to(
@@ -91,7 +91,7 @@ class BitStringFeatures(keras.layers.Layer):
         if self.task == "first":
             return ops.cast(ops.equal(positions, 1.0), self.compute_dtype)[:, None]  # (length, 1)
         total = ops.cast(length, self.compute_dtype)
-        parity = ops.cast(ops.mod(ops.arange(length), 2), self.compute_dtype)  # (length,)
+        parity = ops.cast(ops.mod(ops.arange(0, length), 2), self.compute_dtype)  # (length,)
         alternating = 1.0 - 2.0 * parity  # (-1)^i, (length,)
         return ops.stack([positions / total, alternating], axis=-1)  # (length, 2)
 

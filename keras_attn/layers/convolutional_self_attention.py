@@ -85,7 +85,7 @@ class ConvolutionalSelfAttention(MultiHeadSelfAttention):
         if mask is not None and self.kernel_size > 1:
             # The convolution reads the k - 1 earlier inputs: padded ones
             # count as zeros, like its own left padding.
-            inputs = ops.where(ops.cast(mask, "bool")[:, :, None], inputs, 0.0)
+            inputs = ops.where(ops.expand_dims(ops.cast(mask, "bool"), 2), inputs, 0.0)
         return super().project_queries_and_keys(inputs, mask)
 
     def get_config(self):

@@ -167,8 +167,8 @@ class FourierFilter(keras.layers.Layer):
         """The low-pass part of float32 `x` whose length is known only when called."""
         length = ops.shape(x)[1]
         n = ops.cast(length, "int32")
-        frequencies = ops.arange(self.kept_bins, dtype="int32")  # (bins,)
-        positions = ops.arange(length, dtype="int32")  # (length,)
+        frequencies = ops.arange(0, self.kept_bins, dtype="int32")  # (bins,)
+        positions = ops.arange(0, length, dtype="int32")  # (length,)
         # 2 pi (k t mod L) / L: reduced mod L first so float32 stays exact.
         turns = ops.mod(frequencies[:, None] * positions[None, :], n)  # (bins, length)
         angles = ops.cast(turns, "float32") * (2.0 * math.pi / ops.cast(n, "float32"))

@@ -58,7 +58,7 @@ class LearnedScalePositions(keras.layers.Layer):
     def call(self, inputs):
         batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
         # In float32 whatever the policy: float16 cannot hold π i exp(γ) precisely.
-        positions = ops.cast(ops.arange(length), "float32")[:, None]  # (length, 1)
+        positions = ops.cast(ops.arange(0, length), "float32")[:, None]  # (length, 1)
         scales = ops.exp(ops.cast(self.log_scales, "float32"))[None]  # (1, width / 2)
         total = ops.cast(length, "float32")
         encoding = ops.concatenate(

@@ -73,7 +73,7 @@ class LogSparsePattern(AttentionPattern):
 
     def key_indices(self, length):
         offsets = self.offsets(length)  # (K,)
-        queries = ops.arange(length, dtype="int32")[:, None]  # (length, 1)
+        queries = ops.arange(0, length, dtype="int32")[:, None]  # (length, 1)
         keys = queries - offsets[None, :]  # (length, K)
         return ops.maximum(keys, 0), keys >= 0
 
@@ -88,7 +88,7 @@ class LogSparsePattern(AttentionPattern):
         if self.variant == "pure":
             return _with_powers_of_two(ops.zeros((1,), "int32"), length - 1)
         if self.variant == "local":
-            window = ops.arange(self.local_window, dtype="int32")  # (w,)
+            window = ops.arange(0, self.local_window, dtype="int32")  # (w,)
             steps = _powers_of_two(_bit_length(length - self.local_window))
             return ops.concatenate([window, steps + (self.local_window - 1)])
         return self._restart_offsets(length)
@@ -111,7 +111,7 @@ class LogSparsePattern(AttentionPattern):
     def _restart_offsets(self, length):
         size = self.subsequence_length
         inside = _with_powers_of_two(ops.zeros((1,), "int32"), size - 1)  # (k,)
-        starts = ops.arange(_ceil_div(length, size), dtype="int32") * size  # (m,)
+        starts = ops.arange(0, _ceil_div(length, size), dtype="int32") * size  # (m,)
         return ops.reshape(starts[:, None] + inside[None, :], (-1,))  # (m * k,)
 
     def get_config(self):
@@ -164,7 +164,7 @@ def _python_powers_of_two(largest):
 
 def _powers_of_two(count):
     """`1, 2, 4, ..., 2^(count - 1)` as an int32 `(count,)` tensor."""
-    return ops.left_shift(ops.ones((), "int32"), ops.arange(count, dtype="int32"))
+    return ops.left_shift(ops.ones((), "int32"), ops.arange(0, count, dtype="int32"))
 
 
 def _with_powers_of_two(prefix, largest):

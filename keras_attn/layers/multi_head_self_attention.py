@@ -312,9 +312,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 query, key, value, mask, attention_mask, training, return_attention_scores
             )
         if broken is not None:
-            context = ops.where(broken[:, :, None, None], float("nan"), context)
+            context = ops.where(ops.expand_dims(broken, (2, 3)), float("nan"), context)
             if scores is not None:
-                scores = ops.where(broken[:, None, :, None], float("nan"), scores)
+                scores = ops.where(ops.expand_dims(broken, (1, 3)), float("nan"), scores)
         if head_mask is not None:
             context = context * self._broadcast_head_mask(head_mask, context.dtype)
         output = self._output_dense(context)  # (batch, length, output_dim)
@@ -384,7 +384,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         keep = finite if self.additive_mask is not None else _all_of(visible, finite)
         if keep is None:
             return key, value, broken
-        keep = keep[:, :, None, None]  # (batch, length, 1, 1)
+        keep = ops.expand_dims(keep, (2, 3))  # (batch, length, 1, 1)
         return ops.where(keep, key, 0.0), ops.where(keep, value, 0.0), broken
 
     def num_keys(self, length):
@@ -434,12 +434,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         logits = ops.einsum("bqhd,bkhd->bhqk", query, key)
         allowed = ops.ones((1, 1, length, length), dtype="bool")
         if self.attention_pattern == "causal":
-            positions = ops.arange(length)
-            allowed = (positions[:, None] >= positions[None, :])[None, None]
+            positions = ops.arange(0, length)
+            allowed = ops.expand_dims(positions[:, None] >= positions[None, :], (0, 1))
         if mask is not None:
-            allowed = ops.logical_and(allowed, ops.cast(mask, "bool")[:, None, None, :])
+            allowed = ops.logical_and(allowed, ops.expand_dims(ops.cast(mask, "bool"), (1, 2)))
         if attention_mask is not None:
-            allowed = ops.logical_and(allowed, ops.cast(attention_mask, "bool")[:, None])
+            allowed = ops.logical_and(allowed, ops.expand_dims(ops.cast(attention_mask, "bool"), 1))
         weights = self._masked_softmax(logits, allowed, mask, training)
         context = ops.einsum("bhqk,bkhd->bqhd", weights, value)  # (batch, length, heads, value_dim)
         return context, weights
@@ -465,9 +465,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             query = query * ops.cast(self._log_length(ops.shape(query)[1], mask), query.dtype)
         fused_mask = None
         if mask is not None:
-            fused_mask = ops.cast(mask, "bool")[:, None, None, :]  # (batch, 1, 1, length)
+            fused_mask = ops.expand_dims(ops.cast(mask, "bool"), (1, 2))  # (batch, 1, 1, length)
         if attention_mask is not None:
-            pair_mask = ops.cast(attention_mask, "bool")[:, None]  # (batch, 1, length, length)
+            pair_mask = ops.expand_dims(
+                ops.cast(attention_mask, "bool"), 1
+            )  # (batch, 1, length, length)
             fused_mask = pair_mask if fused_mask is None else ops.logical_and(pair_mask, fused_mask)
         context = ops.dot_product_attention(
             query,
@@ -481,7 +483,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         rows = self._rows_with_keys(mask, attention_mask)
         if rows is None:
             return context
-        return ops.where(rows[:, :, None, None], context, ops.zeros((), context.dtype))
+        return ops.where(ops.expand_dims(rows, (2, 3)), context, ops.zeros((), context.dtype))
 
     def _rows_with_keys(self, mask, attention_mask):
         """Boolean `(batch, length)` (or `(batch, 1)`): queries with a visible key."""
@@ -491,7 +493,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             if mask is not None:
                 allowed = ops.logical_and(allowed, ops.cast(mask, "bool")[:, None, :])
             if causal:
-                positions = ops.arange(ops.shape(allowed)[-1])
+                positions = ops.arange(0, ops.shape(allowed)[-1])
                 allowed = ops.logical_and(allowed, positions[:, None] >= positions[None, :])
             return ops.any(allowed, axis=-1)
         if mask is None:
@@ -610,11 +612,11 @@ def _fresh_copy(initializer):
 
 def _slot_allowed(indices, valid, mask):
     """Boolean `(batch or 1, 1, length, K)`: the used key slots whose key is not masked."""
-    allowed = ops.cast(valid, "bool")[None, None]  # (1, 1, length, K)
+    allowed = ops.expand_dims(ops.cast(valid, "bool"), (0, 1))  # (1, 1, length, K)
     if mask is None:
         return allowed
     key_mask = ops.take(ops.cast(mask, "bool"), indices, axis=1)  # (batch, length, K)
-    return ops.logical_and(allowed, key_mask[:, None])  # (batch, 1, length, K)
+    return ops.logical_and(allowed, ops.expand_dims(key_mask, 1))  # (batch, 1, length, K)
 
 
 def _all_of(*masks):
@@ -686,7 +688,7 @@ def _offset_dots(a, b, offsets):
     slots, shifts, count = _slots(offsets, length)
     back = max(offsets[:count] if count else [0])
     padded = _padded(b, back, 0)  # (batch, back + length, heads, dim)
-    slot_ids = ops.arange(len(offsets), dtype="int32")  # (K,)
+    slot_ids = ops.arange(0, len(offsets), dtype="int32")  # (K,)
 
     def body(n, logits):
         view = _window(padded, back - shifts[n], b)  # b[:, i - offset]

@@ -55,7 +55,7 @@ class PositionEmbedding(keras.layers.Layer):
         table = ops.convert_to_tensor(self.embeddings)
         # A gather, not a slice: with a symbolic length (JAX export) a slice
         # would have to prove `length <= max_length`, which it cannot.
-        positions = ops.take(table, ops.arange(length), axis=0)  # (length, dim)
+        positions = ops.take(table, ops.arange(0, length), axis=0)  # (length, dim)
         return inputs + ops.cast(positions, inputs.dtype)[None]  # (batch, length, dim)
 
     def compute_output_shape(self, input_shape):

@@ -114,7 +114,7 @@ class AdaViTFastPath(keras.Model):
         size = self.group_size if not isinstance(batch, int) else min(self.group_size, batch)
         groups = (batch + size - 1) // size
         padded = _pad_batch(images, groups * size)  # (groups * size, ...)
-        real = ops.arange(groups * size) < batch  # (padded,), the real examples
+        real = ops.arange(0, groups * size) < batch  # (padded,), the real examples
         model = self.model
         x = model.blocks[0](model.stem(padded))  # (padded, L, dim)
         used = {key: [] for key in DECISION_KEYS}
@@ -383,7 +383,7 @@ def _scatter_tokens(x, indices, values):
     """`x` `(g, L, dim)` with the rows `indices` `(g, c)` of each example set to `values`."""
     groups, length, dim = x.shape
     flat = ops.reshape(x, (groups * length, dim))  # (g * L, dim)
-    rows = ops.arange(groups)[:, None] * length + ops.cast(indices, "int32")  # (g, c)
+    rows = ops.arange(0, groups)[:, None] * length + ops.cast(indices, "int32")  # (g, c)
     rows = ops.reshape(rows, (-1, 1))  # (g * c, 1)
     flat = ops.scatter_update(flat, rows, ops.reshape(values, (-1, dim)))
     return ops.reshape(flat, (groups, length, dim))  # (g, L, dim)
