@@ -13,6 +13,7 @@ import numbers
 import keras
 from keras import ops
 
+from keras_attn._typing import Tensor
 from keras_attn.utils.validation import check_int
 
 
@@ -30,7 +31,7 @@ class AttentionPattern:
     holds one saves to `.keras` like any other argument.
     """
 
-    def key_indices(self, length):
+    def key_indices(self, length: int | Tensor) -> tuple[Tensor, Tensor]:
         """Returns `(indices, valid)`, both of shape `(length, K)`.
 
         Args:
@@ -38,7 +39,7 @@ class AttentionPattern:
         """
         raise NotImplementedError(f"{type(self).__name__} must implement `key_indices(length)`.")
 
-    def static_offsets(self, length):
+    def static_offsets(self, length: int | Tensor) -> tuple[int, ...] | None:
         """The backward offsets of every slot, or `None`.
 
         A pattern whose query `i` reads key `i - offsets[j]` in slot `j`
@@ -53,7 +54,7 @@ class AttentionPattern:
         """
         return None
 
-    def dense_mask(self, length):
+    def dense_mask(self, length: int) -> Tensor:
         """The pattern as a dense boolean `(length, length)` mask.
 
         Meant for tests and plots; the attention core never builds it.
@@ -88,16 +89,16 @@ class CausalWindowPattern(AttentionPattern):
     [[0, 0], [0, 1], [1, 2]]
     """
 
-    def __init__(self, window):
+    def __init__(self, window: int):
         self.window = check_int("window", window)
 
-    def key_indices(self, length):
+    def key_indices(self, length: int | Tensor) -> tuple[Tensor, Tensor]:
         positions = ops.arange(0, length, dtype="int32")[:, None]
         offsets = ops.arange(self.window - 1, -1, -1, dtype="int32")[None, :]
         keys = positions - offsets  # (length, window)
         return ops.maximum(keys, 0), keys >= 0
 
-    def static_offsets(self, length):
+    def static_offsets(self, length: int | Tensor) -> tuple[int, ...] | None:
         if not isinstance(length, numbers.Integral):
             return None
         return tuple(range(self.window - 1, -1, -1))

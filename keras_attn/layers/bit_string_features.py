@@ -9,6 +9,7 @@ any length.
 import keras
 from keras import ops
 
+from keras_attn._typing import Tensor
 from keras_attn.utils.validation import (
     check_bool,
     check_choice,
@@ -62,7 +63,14 @@ class BitStringFeatures(keras.layers.Layer):
         - [Chiang & Cholak, 2022](https://arxiv.org/abs/2202.12172)
     """
 
-    def __init__(self, task, width, include_tokens=True, mirrored=False, **kwargs):
+    def __init__(
+        self,
+        task: str,
+        width: int,
+        include_tokens: bool = True,
+        mirrored: bool = False,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.task = check_choice("task", task, TASKS)
         self.include_tokens = check_bool("include_tokens", include_tokens)
@@ -71,7 +79,7 @@ class BitStringFeatures(keras.layers.Layer):
         needed = POSITION_FEATURES[task] + (NUM_SYMBOLS if self.include_tokens else 0)
         self.width = check_int("width", width, minimum=needed)
 
-    def call(self, inputs):
+    def call(self, inputs: Tensor) -> Tensor:
         tokens = ops.cast(inputs, "int32")
         batch, length = ops.shape(tokens)[0], ops.shape(tokens)[1]
         positions = ops.cast(ops.arange(0, length), self.compute_dtype)  # (length,)

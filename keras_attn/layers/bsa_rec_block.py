@@ -7,8 +7,11 @@ self-attention branch, followed by a feed-forward network. With `alpha=0` it
 is exactly the SASRec block of the same official code.
 """
 
+from collections.abc import Callable
+
 import keras
 
+from keras_attn._typing import Tensor
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.fourier_filter import FourierFilter
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
@@ -103,17 +106,17 @@ class BSARecBlock(keras.layers.Layer):
 
     def __init__(
         self,
-        num_heads,
-        alpha=0.9,
-        cutoff=3,
-        intermediate_dim=None,
-        dropout=0.0,
-        attention_dropout=0.0,
-        layer_norm_epsilon=1e-12,
-        additive_mask=OFFICIAL_ADDITIVE_MASK,
-        activation="gelu",
-        kernel_initializer=None,
-        seed=None,
+        num_heads: int,
+        alpha: float = 0.9,
+        cutoff: int = 3,
+        intermediate_dim: int | None = None,
+        dropout: float = 0.0,
+        attention_dropout: float = 0.0,
+        layer_norm_epsilon: float = 1e-12,
+        additive_mask: float | None = OFFICIAL_ADDITIVE_MASK,
+        activation: str | Callable[[Tensor], Tensor] | None = "gelu",
+        kernel_initializer: str | keras.initializers.Initializer | dict | None = None,
+        seed: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -201,7 +204,9 @@ class BSARecBlock(keras.layers.Layer):
         dense.build(input_shape)
         return dense
 
-    def call(self, inputs, mask=None, training=None):
+    def call(
+        self, inputs: Tensor, mask: Tensor | None = None, training: bool | None = None
+    ) -> Tensor:
         check_shape("mask", mask, (inputs.shape[0], inputs.shape[1]))
         mixed = 0.0
         if self.uses_filter:

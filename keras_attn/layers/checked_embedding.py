@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_attn._typing import Tensor
 from keras_attn.utils.validation import check_ids, check_int
 
 
@@ -46,14 +47,14 @@ class CheckedEmbedding(keras.layers.ReversibleEmbedding):
     ValueError: ... `token_ids` must hold ids from 0 to 9, ... Received: max(token_ids)=10
     """
 
-    def __init__(self, input_dim, output_dim, ids_name="inputs", **kwargs):
+    def __init__(self, input_dim: int, output_dim: int, ids_name: str = "inputs", **kwargs):
         input_dim = check_int("input_dim", input_dim)
         super().__init__(input_dim, check_int("output_dim", output_dim), **kwargs)
         if not isinstance(ids_name, str):
             raise ValueError(f"`ids_name` must be a str. Received: ids_name={ids_name!r}")
         self.ids_name = ids_name
 
-    def call(self, inputs, reverse=False):
+    def call(self, inputs: Tensor, reverse: bool = False) -> Tensor:
         if not reverse:
             table = f"the embedding '{self.name}'"
             inputs = check_ids(self.ids_name, inputs, self.input_dim, table)

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_attn._typing import Tensor
 from keras_attn.utils.validation import check_rank, feature_spec
 
 
@@ -26,7 +27,9 @@ class ClassToken(keras.layers.Layer):
     (2, 5, 8)
     """
 
-    def __init__(self, initializer="zeros", **kwargs):
+    def __init__(
+        self, initializer: str | keras.initializers.Initializer | dict = "zeros", **kwargs
+    ):
         super().__init__(**kwargs)
         self.initializer = keras.initializers.get(initializer)
 
@@ -37,7 +40,7 @@ class ClassToken(keras.layers.Layer):
             name="token", shape=(input_shape[-1],), initializer=self.initializer
         )
 
-    def call(self, inputs):
+    def call(self, inputs: Tensor) -> Tensor:
         batch = ops.shape(inputs)[0]
         token = ops.cast(ops.convert_to_tensor(self.token), inputs.dtype)
         tokens = ops.broadcast_to(token[None, None, :], (batch, 1, inputs.shape[-1]))

@@ -7,6 +7,8 @@ of Transformer on Time Series Forecasting", NeurIPS 2019.
 import keras
 from keras import ops
 
+from keras_attn._typing import Shape, Tensor
+from keras_attn.layers.attention_pattern import AttentionPattern
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention, add_bias
 from keras_attn.utils.validation import check_int
 
@@ -65,12 +67,21 @@ class ConvolutionalSelfAttention(MultiHeadSelfAttention):
         - [Li et al., 2019](https://arxiv.org/abs/1907.00235)
     """
 
-    def __init__(self, num_heads, key_dim, kernel_size=1, attention_pattern="causal", **kwargs):
+    def __init__(
+        self,
+        num_heads: int,
+        key_dim: int,
+        kernel_size: int = 1,
+        attention_pattern: str | AttentionPattern | dict = "causal",
+        **kwargs,
+    ):
         kernel_size = check_int("kernel_size", kernel_size)
         super().__init__(num_heads, key_dim, attention_pattern=attention_pattern, **kwargs)
         self.kernel_size = kernel_size
 
-    def make_projection(self, name, equation, output_shape, use_bias=None):
+    def make_projection(
+        self, name: str, equation: str, output_shape: Shape, use_bias: bool | None = None
+    ) -> keras.layers.Layer:
         if self.kernel_size == 1 or name not in ("query", "key"):
             return super().make_projection(name, equation, output_shape, use_bias)
         return _CausalConvProjection(
@@ -81,7 +92,9 @@ class ConvolutionalSelfAttention(MultiHeadSelfAttention):
             **self.projection_kwargs(name),
         )
 
-    def project_queries_and_keys(self, inputs, mask=None):
+    def project_queries_and_keys(
+        self, inputs: Tensor, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         if mask is not None and self.kernel_size > 1:
             # The convolution reads the k - 1 earlier inputs: padded ones
             # count as zeros, like its own left padding.

@@ -13,6 +13,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attn._typing import Tensor
 from keras_attn.utils.validation import (
     check_int,
     check_optional_int,
@@ -86,11 +87,11 @@ class FourierFilter(keras.layers.Layer):
 
     def __init__(
         self,
-        cutoff=3,
-        dropout=0.0,
-        layer_norm_epsilon=1e-12,
-        sqrt_beta_initializer=None,
-        seed=None,
+        cutoff: int = 3,
+        dropout: float = 0.0,
+        layer_norm_epsilon: float = 1e-12,
+        sqrt_beta_initializer: str | keras.initializers.Initializer | dict | None = None,
+        seed: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -127,7 +128,7 @@ class FourierFilter(keras.layers.Layer):
         )
         self.layer_norm.build(input_shape)
 
-    def low_pass(self, inputs):
+    def low_pass(self, inputs: Tensor) -> Tensor:
         """The low-frequency part of `inputs`, same shape and dtype.
 
         Args:
@@ -184,7 +185,9 @@ class FourierFilter(keras.layers.Layer):
             "kt,bkd->btd", sin, imag * weight[:, None]
         )  # (batch, length, dim)
 
-    def call(self, inputs, mask=None, training=None):
+    def call(
+        self, inputs: Tensor, mask: Tensor | None = None, training: bool | None = None
+    ) -> Tensor:
         check_shape("inputs", inputs, (None, None, self._input_dim))
         check_shape("mask", mask, (inputs.shape[0], inputs.shape[1]))
         if static_size(inputs.shape[1]) == 0:

@@ -8,6 +8,7 @@ head follows DeepAR, Salinas et al., 2020).
 import keras
 from keras import ops
 
+from keras_attn._typing import Tensor
 from keras_attn.utils.validation import check_positive, feature_spec
 
 
@@ -44,7 +45,12 @@ class GaussianHead(keras.layers.Layer):
         - [Salinas et al., 2020](https://arxiv.org/abs/1704.04110)
     """
 
-    def __init__(self, min_scale=1e-6, kernel_initializer="glorot_uniform", **kwargs):
+    def __init__(
+        self,
+        min_scale: float = 1e-6,
+        kernel_initializer: str | keras.initializers.Initializer | dict = "glorot_uniform",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.min_scale = check_positive("min_scale", min_scale)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -57,7 +63,7 @@ class GaussianHead(keras.layers.Layer):
         )
         self.dense.build(input_shape)
 
-    def call(self, inputs):
+    def call(self, inputs: Tensor) -> Tensor:
         raw = self.dense(inputs)  # (..., 2)
         mean, raw_scale = raw[..., :1], raw[..., 1:]
         scale = ops.softplus(raw_scale) + ops.cast(self.min_scale, raw.dtype)

@@ -9,6 +9,7 @@ estimator in training and by a fixed threshold at inference.
 import keras
 from keras import ops
 
+from keras_attn._typing import Tensor
 from keras_attn.utils.validation import (
     check_float,
     check_int,
@@ -66,12 +67,12 @@ class GumbelSigmoidGate(keras.layers.Layer):
 
     def __init__(
         self,
-        units,
-        temperature=5.0,
-        threshold=0.5,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        seed=None,
+        units: int,
+        temperature: float = 5.0,
+        threshold: float = 0.5,
+        kernel_initializer: str | keras.initializers.Initializer | dict = "glorot_uniform",
+        bias_initializer: str | keras.initializers.Initializer | dict = "zeros",
+        seed: int | None = None,
         **kwargs,
     ):
         kwargs.setdefault("autocast", False)
@@ -95,14 +96,14 @@ class GumbelSigmoidGate(keras.layers.Layer):
             name="bias", shape=(self.units,), initializer=self.bias_initializer
         )
 
-    def logits(self, inputs):
+    def logits(self, inputs: Tensor) -> Tensor:
         """The float32 decision logits, `(..., units)`."""
         inputs = ops.cast(inputs, "float32")
         return ops.matmul(inputs, ops.cast(self.kernel, "float32")) + ops.cast(
             self.bias, "float32"
         )  # (..., units)
 
-    def call(self, inputs, training=None):
+    def call(self, inputs: Tensor, training: bool | None = None) -> Tensor:
         logits = self.logits(inputs)
         if training:
             noise = self._gumbel(ops.shape(logits)) - self._gumbel(ops.shape(logits))

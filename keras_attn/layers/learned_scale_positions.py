@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attn._typing import Tensor
 from keras_attn.utils.validation import check_int
 
 
@@ -42,7 +43,7 @@ class LearnedScalePositions(keras.layers.Layer):
         - [Chiang & Cholak, 2022](https://arxiv.org/abs/2202.12172)
     """
 
-    def __init__(self, width, **kwargs):
+    def __init__(self, width: int, **kwargs):
         super().__init__(**kwargs)
         self.width = check_int("width", width, minimum=2)
         if self.width % 2:
@@ -55,7 +56,7 @@ class LearnedScalePositions(keras.layers.Layer):
             initializer=keras.initializers.RandomNormal(stddev=1.0),
         )
 
-    def call(self, inputs):
+    def call(self, inputs: Tensor) -> Tensor:
         batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
         # In float32 whatever the policy: float16 cannot hold π i exp(γ) precisely.
         positions = ops.cast(ops.arange(0, length), "float32")[:, None]  # (length, 1)

@@ -69,12 +69,12 @@ class LogSparseAttention(ConvolutionalSelfAttention):
 
     def __init__(
         self,
-        num_heads,
-        key_dim,
-        variant="pure",
-        local_window=None,
-        subsequence_length=None,
-        kernel_size=1,
+        num_heads: int,
+        key_dim: int,
+        variant: str = "pure",
+        local_window: int | None = None,
+        subsequence_length: int | None = None,
+        kernel_size: int = 1,
         **kwargs,
     ):
         if "attention_pattern" in kwargs:

@@ -9,6 +9,7 @@ import numbers
 import keras
 from keras import ops
 
+from keras_attn._typing import Tensor
 from keras_attn.layers.attention_pattern import AttentionPattern
 from keras_attn.utils.validation import check_choice, check_int
 
@@ -62,7 +63,12 @@ class LogSparsePattern(AttentionPattern):
         - [Li et al., 2019](https://arxiv.org/abs/1907.00235)
     """
 
-    def __init__(self, variant="pure", local_window=None, subsequence_length=None):
+    def __init__(
+        self,
+        variant: str = "pure",
+        local_window: int | None = None,
+        subsequence_length: int | None = None,
+    ):
         self.variant = check_choice("variant", variant, VARIANTS)
         self.local_window = _check_variant_argument(
             "local_window", local_window, variant == "local", minimum=1
@@ -71,13 +77,13 @@ class LogSparsePattern(AttentionPattern):
             "subsequence_length", subsequence_length, variant == "restart", minimum=2
         )
 
-    def key_indices(self, length):
+    def key_indices(self, length: int | Tensor) -> tuple[Tensor, Tensor]:
         offsets = self.offsets(length)  # (K,)
         queries = ops.arange(0, length, dtype="int32")[:, None]  # (length, 1)
         keys = queries - offsets[None, :]  # (length, K)
         return ops.maximum(keys, 0), keys >= 0
 
-    def offsets(self, length):
+    def offsets(self, length: int | Tensor) -> Tensor:
         """The backward offsets, an int32 `(K,)` tensor starting with 0.
 
         Args:
@@ -93,7 +99,7 @@ class LogSparsePattern(AttentionPattern):
             return ops.concatenate([window, steps + (self.local_window - 1)])
         return self._restart_offsets(length)
 
-    def static_offsets(self, length):
+    def static_offsets(self, length: int | Tensor) -> tuple[int, ...] | None:
         """The offsets as a tuple of Python ints (`None` for a tensor length)."""
         if not isinstance(length, numbers.Integral):
             return None

@@ -10,10 +10,12 @@ scaling (Chiang & Cholak, 2022).
 """
 
 import math
+from typing import Any
 
 import keras
 from keras import ops
 
+from keras_attn._typing import Shape, Tensor
 from keras_attn.layers.attention_pattern import AttentionPattern
 from keras_attn.utils.validation import (
     check_bool,
@@ -132,22 +134,22 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     def __init__(
         self,
-        num_heads,
-        key_dim,
-        value_dim=None,
-        output_dim=None,
-        dropout=0.0,
-        use_bias=True,
-        output_use_bias=None,
-        attention_pattern="dense",
-        logit_scale="none",
-        additive_mask=None,
-        qk_scale=None,
-        kernel_initializer="glorot_uniform",
-        bias_initializer="zeros",
-        kernel_regularizer=None,
-        bias_regularizer=None,
-        seed=None,
+        num_heads: int,
+        key_dim: int,
+        value_dim: int | None = None,
+        output_dim: int | None = None,
+        dropout: float = 0.0,
+        use_bias: bool = True,
+        output_use_bias: bool | None = None,
+        attention_pattern: str | AttentionPattern | dict = "dense",
+        logit_scale: str = "none",
+        additive_mask: float | None = None,
+        qk_scale: float | None = None,
+        kernel_initializer: str | keras.initializers.Initializer | dict = "glorot_uniform",
+        bias_initializer: str | keras.initializers.Initializer | dict = "zeros",
+        kernel_regularizer: str | keras.regularizers.Regularizer | dict | None = None,
+        bias_regularizer: str | keras.regularizers.Regularizer | dict | None = None,
+        seed: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -242,7 +244,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self._value_dense.build(input_shape)
         self._output_dense.build((input_shape[0], input_shape[1], self.num_heads, self.value_dim))
 
-    def make_projection(self, name, equation, output_shape, use_bias=None):
+    def make_projection(
+        self, name: str, equation: str, output_shape: Shape, use_bias: bool | None = None
+    ) -> keras.layers.Layer:
         """Creates one of the four projections ("query", "key", "value",
         "attention_output") as an `EinsumDense`.
 
@@ -259,7 +263,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             **self.projection_kwargs(name),
         )
 
-    def projection_kwargs(self, name):
+    def projection_kwargs(self, name: str) -> dict[str, Any]:
         """Initializers (fresh copies), regularizers, dtype and name of a projection."""
         return {
             "kernel_initializer": _fresh_copy(self.kernel_initializer),
@@ -270,7 +274,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             "name": name,
         }
 
-    def project_queries_and_keys(self, inputs, mask=None):
+    def project_queries_and_keys(
+        self, inputs: Tensor, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Returns `(query, key)`, each `(batch, length, num_heads, key_dim)`.
 
         Subclasses that compute queries and keys differently (for example
@@ -282,13 +288,13 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     def call(
         self,
-        inputs,
-        mask=None,
-        head_mask=None,
-        attention_mask=None,
-        training=None,
-        return_attention_scores=False,
-    ):
+        inputs: Tensor,
+        mask: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        training: bool | None = None,
+        return_attention_scores: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
         self.validate_call_inputs(inputs, mask, head_mask, attention_mask)
         if static_size(inputs.shape[1]) == 0:
             return self._empty_outputs(inputs, return_attention_scores)
@@ -322,7 +328,13 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             return output, scores
         return output
 
-    def validate_call_inputs(self, inputs, mask=None, head_mask=None, attention_mask=None):
+    def validate_call_inputs(
+        self,
+        inputs: Tensor,
+        mask: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+    ) -> None:
         """Raises a `ValueError` naming the argument whose static shape is wrong.
 
         `mask` must be `(batch, length)`, `attention_mask`
@@ -387,7 +399,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         keep = ops.expand_dims(keep, (2, 3))  # (batch, length, 1, 1)
         return ops.where(keep, key, 0.0), ops.where(keep, value, 0.0), broken
 
-    def num_keys(self, length):
+    def num_keys(self, length: int | None) -> int | None:
         """Keys per query for a static `length`: `length`, or the pattern's `K`."""
         if not self.is_sparse or length is None:
             return length

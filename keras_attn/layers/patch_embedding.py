@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_attn._typing import Tensor
 from keras_attn.utils.validation import check_int, check_rank, feature_spec, renamed_config
 
 
@@ -35,7 +36,13 @@ class PatchEmbedding(keras.layers.Layer):
         - [Dosovitskiy et al., 2021](https://arxiv.org/abs/2010.11929)
     """
 
-    def __init__(self, patch_size, hidden_dim, kernel_initializer="glorot_uniform", **kwargs):
+    def __init__(
+        self,
+        patch_size: int,
+        hidden_dim: int,
+        kernel_initializer: str | keras.initializers.Initializer | dict = "glorot_uniform",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.patch_size = check_int("patch_size", patch_size)
         self.hidden_dim = check_int("hidden_dim", hidden_dim)
@@ -62,7 +69,7 @@ class PatchEmbedding(keras.layers.Layer):
         )
         self.projection.build((input_shape[0], height, width, channels))
 
-    def call(self, inputs):
+    def call(self, inputs: Tensor) -> Tensor:
         if len(inputs.shape) == 3:
             inputs = inputs[..., None]  # (batch, height, width, 1)
         patches = self.projection(ops.cast(inputs, self.compute_dtype))  # (batch, h, w, hidden_dim)

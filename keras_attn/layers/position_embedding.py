@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_attn._typing import Tensor
 from keras_attn.utils.validation import check_int, check_length, feature_spec
 
 
@@ -34,7 +35,12 @@ class PositionEmbedding(keras.layers.Layer):
     (2, 4, 8)
     """
 
-    def __init__(self, max_length, initializer="random_normal", **kwargs):
+    def __init__(
+        self,
+        max_length: int,
+        initializer: str | keras.initializers.Initializer | dict = "random_normal",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.max_length = check_int("max_length", max_length)
         self.initializer = keras.initializers.get(initializer)
@@ -49,7 +55,7 @@ class PositionEmbedding(keras.layers.Layer):
             initializer=self.initializer,
         )
 
-    def call(self, inputs):
+    def call(self, inputs: Tensor) -> Tensor:
         check_length("inputs", inputs.shape[1], "max_length", self.max_length)
         length = ops.shape(inputs)[1]
         table = ops.convert_to_tensor(self.embeddings)

@@ -1,9 +1,12 @@
 """Fixed 2D sine-cosine position embeddings for image patches."""
 
+from collections.abc import Sequence
+
 import keras
 import numpy as np
 from keras import ops
 
+from keras_attn._typing import Tensor
 from keras_attn.utils.validation import check_int, check_ints, feature_spec
 
 
@@ -36,7 +39,7 @@ class SinCosPositionEmbedding2D(keras.layers.Layer):
         - [Chen, Xie & He, 2021](https://arxiv.org/abs/2104.02057)
     """
 
-    def __init__(self, grid_size, num_prefix_tokens=0, **kwargs):
+    def __init__(self, grid_size: Sequence[int], num_prefix_tokens: int = 0, **kwargs):
         super().__init__(**kwargs)
         self.grid_size = check_ints("grid_size", grid_size, size=2)
         self.num_prefix_tokens = check_int("num_prefix_tokens", num_prefix_tokens, minimum=0)
@@ -51,7 +54,7 @@ class SinCosPositionEmbedding2D(keras.layers.Layer):
             )
         self.table = sin_cos_table(self.grid_size, input_shape[-1], self.num_prefix_tokens)
 
-    def call(self, inputs):
+    def call(self, inputs: Tensor) -> Tensor:
         return inputs + ops.cast(self.table, inputs.dtype)[None]  # (batch, tokens, dim)
 
     def compute_output_shape(self, input_shape):

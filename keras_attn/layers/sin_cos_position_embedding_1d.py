@@ -9,6 +9,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attn._typing import Tensor
+
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class SinCosPositionEmbedding1D(keras.layers.Layer):
@@ -54,7 +56,7 @@ class SinCosPositionEmbedding1D(keras.layers.Layer):
         )
         self.table.assign(sinusoid_table(length, dim))
 
-    def call(self, inputs):
+    def call(self, inputs: Tensor) -> Tensor:
         table = ops.cast(ops.convert_to_tensor(self.table), inputs.dtype)
         return inputs + table[None]  # (batch, length, dim)
 

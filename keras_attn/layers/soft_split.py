@@ -7,6 +7,7 @@ on ImageNet", ICCV 2021 (https://arxiv.org/abs/2101.11986).
 import keras
 from keras import ops
 
+from keras_attn._typing import Tensor
 from keras_attn.utils.validation import check_int
 
 
@@ -47,7 +48,7 @@ class SoftSplit(keras.layers.Layer):
         - [Yuan et al., 2021](https://arxiv.org/abs/2101.11986)
     """
 
-    def __init__(self, kernel_size, stride, padding=0, **kwargs):
+    def __init__(self, kernel_size: int, stride: int, padding: int = 0, **kwargs):
         super().__init__(**kwargs)
         self.kernel_size = check_int("kernel_size", kernel_size)
         self.stride = check_int("stride", stride)
@@ -58,7 +59,7 @@ class SoftSplit(keras.layers.Layer):
                 f"Received: padding={padding}"
             )
 
-    def output_grid(self, height, width):
+    def output_grid(self, height: int, width: int) -> tuple[int, int]:
         """`(out_height, out_width)`, the window positions for an image size."""
         return tuple(
             (size + 2 * self.padding - self.kernel_size) // self.stride + 1
@@ -77,7 +78,7 @@ class SoftSplit(keras.layers.Layer):
                 f"Received: input_shape={input_shape}"
             )
 
-    def call(self, inputs):
+    def call(self, inputs: Tensor) -> Tensor:
         if len(inputs.shape) == 3:
             inputs = inputs[..., None]  # (batch, height, width, 1)
         out_height, out_width = self.output_grid(*inputs.shape[1:3])

@@ -4,9 +4,12 @@ Yuan et al., "Tokens-to-Token ViT: Training Vision Transformers from Scratch
 on ImageNet", ICCV 2021 (https://arxiv.org/abs/2101.11986).
 """
 
+from collections.abc import Sequence
+
 import keras
 from keras import ops
 
+from keras_attn._typing import Tensor
 from keras_attn.layers.soft_split import SoftSplit
 from keras_attn.layers.token_performer import TokenPerformer
 from keras_attn.layers.token_transformer import TokenTransformer
@@ -65,13 +68,13 @@ class T2TModule(keras.layers.Layer):
 
     def __init__(
         self,
-        hidden_dim,
-        token_layer="performer",
-        token_dim=64,
-        kernel_sizes=(7, 3, 3),
-        strides=(4, 2, 2),
-        paddings=(2, 1, 1),
-        seed=None,
+        hidden_dim: int,
+        token_layer: str = "performer",
+        token_dim: int = 64,
+        kernel_sizes: Sequence[int] = (7, 3, 3),
+        strides: Sequence[int] = (4, 2, 2),
+        paddings: Sequence[int] = (2, 1, 1),
+        seed: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -92,7 +95,7 @@ class T2TModule(keras.layers.Layer):
     def _split_settings(self):
         return zip(self.kernel_sizes, self.strides, self.paddings, strict=True)
 
-    def grids(self, height, width):
+    def grids(self, height: int, width: int) -> list[tuple[int, int]]:
         """The `(rows, columns)` token grid after each of the three soft splits."""
         grids = []
         for kernel_size, stride, padding in self._split_settings():
@@ -102,7 +105,7 @@ class T2TModule(keras.layers.Layer):
             grids.append((height, width))
         return grids
 
-    def output_grid(self, height, width):
+    def output_grid(self, height: int, width: int) -> tuple[int, int]:
         """`(rows, columns)` of the output tokens for an image size."""
         return self.grids(height, width)[-1]
 
@@ -143,7 +146,7 @@ class T2TModule(keras.layers.Layer):
             return TokenPerformer(self.token_dim, seed=seed, dtype=self.dtype_policy, name=name)
         return TokenTransformer(self.token_dim, dtype=self.dtype_policy, name=name)
 
-    def call(self, inputs, training=None):
+    def call(self, inputs: Tensor, training: bool | None = None) -> Tensor:
         grids = self.grids(*inputs.shape[1:3])
         x = self.soft_splits[0](ops.cast(inputs, self.compute_dtype))  # (batch, L0, c * k0^2)
         for index in range(2):

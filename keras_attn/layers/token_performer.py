@@ -11,6 +11,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attn._typing import Tensor
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.utils.validation import (
     check_int,
@@ -70,11 +71,11 @@ class TokenPerformer(keras.layers.Layer):
 
     def __init__(
         self,
-        token_dim=64,
-        kernel_ratio=0.5,
-        dropout=0.1,
-        layer_norm_epsilon=1e-5,
-        seed=None,
+        token_dim: int = 64,
+        kernel_ratio: float = 0.5,
+        dropout: float = 0.1,
+        layer_norm_epsilon: float = 1e-5,
+        seed: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -128,14 +129,14 @@ class TokenPerformer(keras.layers.Layer):
             dense.build(output_shape)
         self.mlp_norm.build(output_shape)
 
-    def positive_features(self, x):
+    def positive_features(self, x: Tensor) -> Tensor:
         """`exp(w x - |x|^2 / 2) / sqrt(m)` in float32, `(batch, length, m)`."""
         x = ops.cast(x, "float32")
         projected = ops.einsum("btd,md->btm", x, self.random_features)  # (batch, length, m)
         half_norm = ops.sum(x * x, axis=-1, keepdims=True) / 2.0  # (batch, length, 1)
         return ops.exp(projected - half_norm) / math.sqrt(self.num_features)
 
-    def call(self, inputs, training=None):
+    def call(self, inputs: Tensor, training: bool | None = None) -> Tensor:
         key, query, value = ops.split(self.key_query_value(self.attention_norm(inputs)), 3, -1)
         key_features = self.positive_features(key)  # (batch, length, m)
         query_features = self.positive_features(query)  # (batch, length, m)

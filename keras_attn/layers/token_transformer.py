@@ -6,6 +6,7 @@ on ImageNet", ICCV 2021 (https://arxiv.org/abs/2101.11986).
 
 import keras
 
+from keras_attn._typing import Tensor
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.utils.validation import (
@@ -57,10 +58,10 @@ class TokenTransformer(keras.layers.Layer):
 
     def __init__(
         self,
-        token_dim=64,
-        intermediate_dim=None,
-        dropout=0.0,
-        layer_norm_epsilon=1e-5,
+        token_dim: int = 64,
+        intermediate_dim: int | None = None,
+        dropout: float = 0.0,
+        layer_norm_epsilon: float = 1e-5,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -102,7 +103,7 @@ class TokenTransformer(keras.layers.Layer):
         self.mlp_hidden.build(output_shape)
         self.mlp_output.build((*input_shape[:-1], self.intermediate_dim))
 
-    def call(self, inputs, training=None):
+    def call(self, inputs: Tensor, training: bool | None = None) -> Tensor:
         x = self.attention_norm(inputs)
         # The skip value; the core projects the same value inside, and XLA
         # merges the two identical products.

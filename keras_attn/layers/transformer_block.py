@@ -1,8 +1,12 @@
 """A transformer encoder block on the library's attention core."""
 
+from collections.abc import Callable
+from typing import Any
+
 import keras
 from keras import ops
 
+from keras_attn._typing import Tensor
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.utils.validation import (
@@ -104,19 +108,19 @@ class TransformerBlock(keras.layers.Layer):
 
     def __init__(
         self,
-        num_heads=None,
-        intermediate_dim=None,
-        key_dim=None,
-        dropout=0.0,
-        mlp_hidden_dropout=None,
-        attention_dropout=0.0,
-        norm_first=True,
-        layer_norm_epsilon=1e-6,
-        activation="gelu",
-        attention_kwargs=None,
-        attention=None,
-        drop_path_rate=0.0,
-        seed=None,
+        num_heads: int | None = None,
+        intermediate_dim: int | None = None,
+        key_dim: int | None = None,
+        dropout: float = 0.0,
+        mlp_hidden_dropout: float | None = None,
+        attention_dropout: float = 0.0,
+        norm_first: bool = True,
+        layer_norm_epsilon: float = 1e-6,
+        activation: str | Callable[[Tensor], Tensor] | None = "gelu",
+        attention_kwargs: dict[str, Any] | None = None,
+        attention: keras.layers.Layer | dict | None = None,
+        drop_path_rate: float = 0.0,
+        seed: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -233,14 +237,14 @@ class TransformerBlock(keras.layers.Layer):
 
     def call(
         self,
-        inputs,
-        mask=None,
-        head_mask=None,
-        attention_gate=None,
-        mlp_gate=None,
-        training=None,
-        return_attention_scores=False,
-    ):
+        inputs: Tensor,
+        mask: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        attention_gate: Tensor | None = None,
+        mlp_gate: Tensor | None = None,
+        training: bool | None = None,
+        return_attention_scores: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
         x = self.attention_norm(inputs) if self.norm_first else inputs
         attention_inputs, masks = self._attention_inputs(x, mask, head_mask)
         attended = self.attention(
