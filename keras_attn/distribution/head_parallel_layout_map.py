@@ -29,7 +29,11 @@ MLP_HIDDEN_BIAS = _PREFIXED + "(?:mlp_hidden|intermediate_dense)/bias"
 MLP_OUTPUT_KERNEL = _PREFIXED + "(?:mlp_output|output_dense)/kernel"
 
 
-def head_parallel_layout_map(device_mesh, model_axis="model", convolutional=False):
+def head_parallel_layout_map(
+    device_mesh: keras.distribution.DeviceMesh,
+    model_axis: str = "model",
+    convolutional: bool = False,
+) -> keras.distribution.LayoutMap:
     """Layout map that shards attention over heads and the MLP Megatron-style.
 
     With this map a `keras.distribution.ModelParallel` distribution keeps
@@ -129,7 +133,9 @@ def head_parallel_layout_map(device_mesh, model_axis="model", convolutional=Fals
     return layout_map
 
 
-def check_head_parallel(model, layout_map):
+def check_head_parallel(
+    model: keras.layers.Layer, layout_map: keras.distribution.LayoutMap
+) -> None:
     """Checks, before any variable is sharded, that a layout map fits a model.
 
     Under `keras.distribution.ModelParallel` a model's variables are split

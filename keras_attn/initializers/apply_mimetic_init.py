@@ -4,13 +4,16 @@ Paper: "Mimetic Initialization of Self-Attention Layers" (Trockman & Kolter,
 ICML 2023), https://arxiv.org/abs/2305.09828.
 """
 
+import keras
 import numpy as np
 
 from keras_attn.initializers.mimetic_initializer import MimeticInitializer
 from keras_attn.pruning.attention_layers import attention_layers
 
 
-def apply_mimetic_init(model_or_layer, initializer=None):
+def apply_mimetic_init(
+    model_or_layer: keras.layers.Layer, initializer: MimeticInitializer | None = None
+) -> list[keras.layers.Layer]:
     """Sets the attention kernels of a built model or layer mimetically.
 
     Each attention layer (`keras.layers.MultiHeadAttention`,

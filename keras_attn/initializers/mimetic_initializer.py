@@ -12,6 +12,8 @@ import math
 import keras
 import numpy as np
 
+from keras_attn._typing import Tensor
+
 ROLES = ("query", "key", "value", "output")
 # Streams of the seed sequence: one for the query/key pair, one for value/output.
 QUERY_KEY_STREAM, VALUE_OUTPUT_STREAM = 0, 1
@@ -88,13 +90,13 @@ class MimeticInitializer(keras.initializers.Initializer):
 
     def __init__(
         self,
-        alpha1=0.7,
-        beta1=0.7,
-        alpha2=0.4,
-        beta2=0.4,
-        seed=None,
-        role=None,
-        layer_index=0,
+        alpha1: float = 0.7,
+        beta1: float = 0.7,
+        alpha2: float = 0.4,
+        beta2: float = 0.4,
+        seed: int | None = None,
+        role: str | None = None,
+        layer_index: int = 0,
     ):
         for name, value in (
             ("alpha1", alpha1),
@@ -122,19 +124,19 @@ class MimeticInitializer(keras.initializers.Initializer):
         self.role = role
         self.layer_index = layer_index
 
-    def query(self, layer_index=None):
+    def query(self, layer_index: int | None = None) -> "MimeticInitializer":
         """The query-kernel member, for `layer_index` (default: this object's)."""
         return self._member("query", layer_index)
 
-    def key(self, layer_index=None):
+    def key(self, layer_index: int | None = None) -> "MimeticInitializer":
         """The key-kernel member, paired with `query(layer_index)`."""
         return self._member("key", layer_index)
 
-    def value(self, layer_index=None):
+    def value(self, layer_index: int | None = None) -> "MimeticInitializer":
         """The value-kernel member, for `layer_index` (default: this object's)."""
         return self._member("value", layer_index)
 
-    def output(self, layer_index=None):
+    def output(self, layer_index: int | None = None) -> "MimeticInitializer":
         """The output-kernel member, paired with `value(layer_index)`."""
         return self._member("output", layer_index)
 
@@ -145,7 +147,7 @@ class MimeticInitializer(keras.initializers.Initializer):
             config["layer_index"] = layer_index
         return MimeticInitializer(**config)
 
-    def __call__(self, shape, dtype=None):
+    def __call__(self, shape: tuple[int, ...], dtype: str | None = None) -> Tensor:
         if self.role is None:
             raise ValueError(
                 "A `MimeticInitializer` makes a kernel only through one of its members "

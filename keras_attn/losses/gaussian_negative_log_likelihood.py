@@ -9,6 +9,8 @@ import math
 import keras
 from keras import ops
 
+from keras_attn._typing import Tensor
+
 HALF_LOG_TWO_PI = 0.5 * math.log(2.0 * math.pi)
 
 
@@ -45,13 +47,13 @@ class GaussianNegativeLogLikelihood(keras.losses.Loss):
 
     def __init__(
         self,
-        reduction="sum_over_batch_size",
-        name="gaussian_negative_log_likelihood",
-        dtype=None,
+        reduction: str | None = "sum_over_batch_size",
+        name: str = "gaussian_negative_log_likelihood",
+        dtype: str | keras.DTypePolicy | None = None,
     ):
         super().__init__(name=name, reduction=reduction, dtype=dtype)
 
-    def call(self, y_true, y_pred):
+    def call(self, y_true: Tensor, y_pred: Tensor) -> Tensor:
         y_pred = ops.cast(y_pred, "float32")
         # (...): drops a trailing target axis of size 1.
         y_true = ops.reshape(ops.cast(y_true, "float32"), ops.shape(y_pred)[:-1])

@@ -9,6 +9,8 @@ import statistics
 import keras
 from keras import ops
 
+from keras_attn._typing import Tensor
+
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class RhoRisk(keras.metrics.Metric):
@@ -48,7 +50,12 @@ class RhoRisk(keras.metrics.Metric):
         - [Salinas et al., 2020](https://arxiv.org/abs/1704.04110)
     """
 
-    def __init__(self, rho=0.5, name=None, dtype=None):
+    def __init__(
+        self,
+        rho: float = 0.5,
+        name: str | None = None,
+        dtype: str | keras.DTypePolicy | None = None,
+    ):
         if isinstance(rho, bool) or not isinstance(rho, (int, float)) or not 0.0 < rho < 1.0:
             raise ValueError(f"`rho` must be in (0, 1). Received: rho={rho!r}")
         super().__init__(name=name or f"R{rho:g}", dtype=dtype)
@@ -57,7 +64,9 @@ class RhoRisk(keras.metrics.Metric):
         self.total_loss = self.add_variable(shape=(), initializer="zeros", name="total_loss")
         self.total_target = self.add_variable(shape=(), initializer="zeros", name="total_target")
 
-    def update_state(self, y_true, y_pred, sample_weight=None):
+    def update_state(
+        self, y_true: Tensor, y_pred: Tensor, sample_weight: Tensor | None = None
+    ) -> None:
         y_pred = ops.cast(y_pred, self.dtype)
         # (...): drops a trailing target axis of size 1.
         y_true = ops.reshape(ops.cast(y_true, self.dtype), ops.shape(y_pred)[:-1])
@@ -72,10 +81,10 @@ class RhoRisk(keras.metrics.Metric):
         self.total_loss.assign_add(ops.sum(loss))
         self.total_target.assign_add(ops.sum(magnitude))
 
-    def result(self):
+    def result(self) -> Tensor:
         return 2.0 * ops.divide_no_nan(self.total_loss, self.total_target)
 
-    def reset_state(self):
+    def reset_state(self) -> None:
         self.total_loss.assign(0.0)
         self.total_target.assign(0.0)
 

@@ -7,13 +7,20 @@ token, a head gate and a block gate (attention and MLP) on the class token.
 Training adds a usage loss that pulls the mean usage to a target γ.
 """
 
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
 import keras
 import numpy as np
 from keras import ops
 
+from keras_attn._typing import Tensor
 from keras_attn.layers import GumbelSigmoidGate, TransformerBlock
 from keras_attn.models.vision_transformer import build_vision_transformer
 from keras_attn.utils.training import build_optimizer
+
+if TYPE_CHECKING:
+    from keras_attn.models.adavit_fast_path import AdaViTFastPath
 
 DECISION_KEYS = ("patches", "heads", "attention", "mlp")
 
@@ -80,16 +87,16 @@ class AdaViT(keras.Model):
 
     def __init__(
         self,
-        backbone,
-        target_usage=0.5,
-        usage_loss_weight=2.0,
-        temperature=5.0,
-        patch_threshold=0.6,
-        head_threshold=0.5,
-        block_threshold=0.5,
-        gate_bias=0.0,
-        seed=None,
-        **kwargs,
+        backbone: keras.Model | dict,
+        target_usage: float | Sequence[float] = 0.5,
+        usage_loss_weight: float = 2.0,
+        temperature: float = 5.0,
+        patch_threshold: float = 0.6,
+        head_threshold: float = 0.5,
+        block_threshold: float = 0.5,
+        gate_bias: float = 0.0,
+        seed: int | None = None,
+        **kwargs: Any,
     ):
         super().__init__(**kwargs)
         if isinstance(backbone, dict):
@@ -143,7 +150,12 @@ class AdaViT(keras.Model):
     def _gates(self):
         return zip(self.patch_gates, self.head_gates, self.block_gates, strict=True)
 
-    def call(self, images, training=None, decisions=None):
+    def call(
+        self,
+        images: Tensor,
+        training: bool | None = None,
+        decisions: Mapping[str, Tensor] | None = None,
+    ) -> Tensor:
         outputs, used = self._forward(images, training, decisions)
         if training:
             self.add_loss(self._usage_loss(used))
@@ -164,7 +176,7 @@ class AdaViT(keras.Model):
                 used[key].append(gates[key])
         return self.readout(x, training=training), used
 
-    def gate_values(self, index, x, training=None):
+    def gate_values(self, index: int, x: Tensor, training: bool | None = None) -> dict[str, Tensor]:
         """The decisions of gated block `index` from its input `x` `(batch, L, dim)`.
 
         The patch gate reads the patch tokens after the block's attention
@@ -216,7 +228,7 @@ class AdaViT(keras.Model):
             + ops.square(ops.mean(usage["patches"]) - patch_target)
         )
 
-    def decide(self, images):
+    def decide(self, images: Tensor) -> dict[str, np.ndarray]:
         """The inference decisions of every gated block, as numpy arrays.
 
         Returns:
@@ -231,7 +243,9 @@ class AdaViT(keras.Model):
             for key, values in used.items()
         }  # each (batch, gated_blocks, ...)
 
-    def random_decisions(self, batch, usage, seed=None):
+    def random_decisions(
+        self, batch: int, usage: float | Mapping[str, float], seed: int | None = None
+    ) -> dict[str, np.ndarray]:
         """Random decisions at imposed keep rates, in the layout of `decide`.
 
         Each example keeps, in each gated block, `floor(r·n)` or
@@ -276,7 +290,7 @@ class AdaViT(keras.Model):
         }
         return {key: _random_keep(shapes[key], rates[key], rng) for key in DECISION_KEYS}
 
-    def fast_path(self, **kwargs):
+    def fast_path(self, **kwargs: Any) -> "AdaViTFastPath":
         """An `AdaViTFastPath` that skips the work the decisions leave out.
 
         Args:
@@ -338,7 +352,17 @@ def _random_keep(shape, rate, rng):
     return ranks < kept[..., None]
 
 
-def pretrain_vit(x, y, num_classes, epochs, *, seed=0, batch_size=128, learning_rate=1e-3, **vit):
+def pretrain_vit(
+    x: np.ndarray,
+    y: np.ndarray,
+    num_classes: int,
+    epochs: int,
+    *,
+    seed: int = 0,
+    batch_size: int = 128,
+    learning_rate: float = 1e-3,
+    **vit: Any,
+) -> keras.Model:
     """A ViT classifier trained from scratch, the backbone to fine-tune as an `AdaViT`.
 
     Builds `build_vision_transformer(x.shape[1:], num_classes, **vit)` under
@@ -371,8 +395,17 @@ def pretrain_vit(x, y, num_classes, epochs, *, seed=0, batch_size=128, learning_
 
 
 def finetune_adavit(
-    vit, x, y, target_usage, epochs, *, seed=0, batch_size=128, learning_rate=1e-3, **adavit
-):
+    vit: keras.Model,
+    x: np.ndarray,
+    y: np.ndarray,
+    target_usage: float | Sequence[float],
+    epochs: int,
+    *,
+    seed: int = 0,
+    batch_size: int = 128,
+    learning_rate: float = 1e-3,
+    **adavit: Any,
+) -> AdaViT:
     """An `AdaViT` on a copy of `vit`, gates and backbone fine-tuned at a usage target.
 
     `vit` itself is left unchanged: the AdaViT wraps a clone with its
@@ -402,7 +435,16 @@ def finetune_adavit(
     return _fit(model, x, y, epochs, batch_size, learning_rate)
 
 
-def finetune_vit(vit, x, y, epochs, *, seed=0, batch_size=128, learning_rate=1e-3):
+def finetune_vit(
+    vit: keras.Model,
+    x: np.ndarray,
+    y: np.ndarray,
+    epochs: int,
+    *,
+    seed: int = 0,
+    batch_size: int = 128,
+    learning_rate: float = 1e-3,
+) -> keras.Model:
     """A copy of `vit` trained further, the full-model baseline of a fine-tuned `AdaViT`.
 
     The same recipe as `finetune_adavit` without gates or usage loss:

@@ -11,12 +11,15 @@ batch size.
 
 import dataclasses
 import math
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import keras
 import numpy as np
 from keras import ops
 
-from keras_attn.models.adavit import DECISION_KEYS
+from keras_attn._typing import Tensor
+from keras_attn.models.adavit import DECISION_KEYS, AdaViT
 from keras_attn.utils.macs import count_macs, layer_macs
 from keras_attn.utils.validation import check_int, check_optional_int
 
@@ -90,7 +93,14 @@ class AdaViTFastPath(keras.Model):
         - [Meng et al., 2022](https://arxiv.org/abs/2111.15668)
     """
 
-    def __init__(self, model, token_buckets=4, head_buckets=None, group_size=8, **kwargs):
+    def __init__(
+        self,
+        model: AdaViT,
+        token_buckets: int = 4,
+        head_buckets: int | None = None,
+        group_size: int = 8,
+        **kwargs: Any,
+    ):
         super().__init__(**kwargs)
         if not getattr(model, "built", False):
             raise ValueError("`model` must be built. Received: model with built=False")
@@ -109,7 +119,13 @@ class AdaViTFastPath(keras.Model):
         self._compiled = {}
         self.built = True  # every layer is the built model's
 
-    def call(self, images, decisions=None, return_decisions=False, training=None):
+    def call(
+        self,
+        images: Tensor,
+        decisions: Mapping[str, Tensor] | None = None,
+        return_decisions: bool = False,
+        training: bool | None = None,
+    ) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
         batch = ops.shape(images)[0]
         size = self.group_size if not isinstance(batch, int) else min(self.group_size, batch)
         groups = (batch + size - 1) // size
@@ -174,7 +190,12 @@ class AdaViTFastPath(keras.Model):
     def _mlp_branches(self, block):
         return [_unchanged] + [_mlp_branch(block, c) for c in self.token_capacities]
 
-    def run(self, images, decisions=None, batch_size=None):
+    def run(
+        self,
+        images: np.ndarray,
+        decisions: Mapping[str, np.ndarray] | None = None,
+        batch_size: int | None = None,
+    ) -> FastPathResult:
         """Runs the XLA-compiled fast path on numpy inputs.
 
         Args:
@@ -203,7 +224,9 @@ class AdaViTFastPath(keras.Model):
         }
         return FastPathResult(outputs, used, self.macs(used))
 
-    def compiled_function(self, fixed_decisions=False):
+    def compiled_function(
+        self, fixed_decisions: bool = False
+    ) -> Callable[..., tuple[np.ndarray, dict[str, np.ndarray]]]:
         """The XLA-compiled call that `run` uses, made once and cached.
 
         Args:
@@ -222,7 +245,7 @@ class AdaViTFastPath(keras.Model):
             )
         return self._compiled[fixed_decisions]
 
-    def macs(self, decisions):
+    def macs(self, decisions: Mapping[str, np.ndarray]) -> np.ndarray:
         """Multiply-accumulates of each example under `decisions`.
 
         Counted with `keras_attn.utils.macs`: the backbone outside the gated
@@ -245,14 +268,14 @@ class AdaViTFastPath(keras.Model):
             total += mlp[n] * decisions["mlp"][:, index]
         return total
 
-    def fixed_macs(self):
+    def fixed_macs(self) -> int:
         """MACs that every example spends: stem, first block, readout and gates."""
         dim = self.model.stem.output.shape[-1]
         gates = (self.tokens - 1) * dim + dim * (self.model.num_heads + 2)
         gated = sum(layer_macs(block, (1, self.tokens, dim)) for block in self.model.blocks[1:])
         return count_macs(self.model.backbone) - gated + gates * len(self.model.patch_gates)
 
-    def full_macs(self):
+    def full_macs(self) -> int:
         """Multiply-accumulates of one example through the backbone alone."""
         return count_macs(self.model.backbone)
 

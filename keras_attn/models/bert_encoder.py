@@ -14,20 +14,20 @@ from keras_attn.utils.validation import check_heads, check_int, check_rate
 
 
 def build_bert_encoder(
-    vocabulary_size,
-    num_layers,
-    num_heads,
-    hidden_dim,
-    intermediate_dim,
-    max_sequence_length=512,
-    num_segments=2,
-    layer_norm_epsilon=1e-12,
-    dropout=0.0,
-    output_hidden_states=False,
-    output_attention_scores=False,
-    head_mask=False,
-    name="bert_encoder",
-):
+    vocabulary_size: int,
+    num_layers: int,
+    num_heads: int,
+    hidden_dim: int,
+    intermediate_dim: int,
+    max_sequence_length: int = 512,
+    num_segments: int = 2,
+    layer_norm_epsilon: float = 1e-12,
+    dropout: float = 0.0,
+    output_hidden_states: bool = False,
+    output_attention_scores: bool = False,
+    head_mask: bool = False,
+    name: str = "bert_encoder",
+) -> keras.Model:
     """Builds a BERT encoder with mean-pooled, L2-normalised sentence embeddings.
 
     Embeddings: `LayerNorm(token + position + segment)`. Each layer is a

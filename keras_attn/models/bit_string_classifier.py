@@ -25,16 +25,16 @@ POSITIONS = ("fixed", "learned_scale")
 
 
 def build_bit_string_classifier(
-    task="first",
-    hidden_dim=16,
-    intermediate_dim=64,
-    num_layers=2,
-    num_heads=1,
-    logit_scale="none",
-    layer_norm_epsilon=1e-5,
-    positions="fixed",
-    name="bit_string_classifier",
-):
+    task: str = "first",
+    hidden_dim: int = 16,
+    intermediate_dim: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 1,
+    logit_scale: str = "none",
+    layer_norm_epsilon: float = 1e-5,
+    positions: str = "fixed",
+    name: str = "bit_string_classifier",
+) -> keras.Model:
     """Builds the learned PARITY or FIRST classifier of the paper.
 
     The defaults are the official code's FIRST experiment: 2 post-norm
@@ -107,7 +107,7 @@ def build_bit_string_classifier(
     return keras.Model(tokens, logits, name=name)
 
 
-def bit_string_logits(model, tokens, batch_size=50):
+def bit_string_logits(model: keras.Model, tokens: np.ndarray, batch_size: int = 50) -> np.ndarray:
     """The logits of a bit-string classifier on many strings, a batch at a time.
 
     Calls `model(batch, training=False)` on consecutive batches, so that long

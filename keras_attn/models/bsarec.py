@@ -18,19 +18,19 @@ INITIALIZER = {"class_name": "RandomNormal", "config": {"stddev": 0.02}}
 
 
 def build_bsarec(
-    num_items,
-    max_length=50,
-    hidden_dim=64,
-    num_layers=2,
-    num_heads=2,
-    alpha=0.9,
-    cutoff=3,
-    dropout=0.5,
-    attention_dropout=0.5,
-    additive_mask=OFFICIAL_ADDITIVE_MASK,
-    seed=None,
-    name="bsarec",
-):
+    num_items: int,
+    max_length: int = 50,
+    hidden_dim: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 2,
+    alpha: float = 0.9,
+    cutoff: int = 3,
+    dropout: float = 0.5,
+    attention_dropout: float = 0.5,
+    additive_mask: float | None = OFFICIAL_ADDITIVE_MASK,
+    seed: int | None = None,
+    name: str = "bsarec",
+) -> keras.Model:
     """Builds BSARec as a functional Keras model.
 
     Defaults are the official code's: hidden size 64, 2 blocks, 2 heads,
@@ -110,17 +110,17 @@ def build_bsarec(
 
 
 def build_sasrec(
-    num_items,
-    max_length=50,
-    hidden_dim=64,
-    num_layers=2,
-    num_heads=2,
-    dropout=0.5,
-    attention_dropout=0.5,
-    additive_mask=OFFICIAL_ADDITIVE_MASK,
-    seed=None,
-    name="sasrec",
-):
+    num_items: int,
+    max_length: int = 50,
+    hidden_dim: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 2,
+    dropout: float = 0.5,
+    attention_dropout: float = 0.5,
+    additive_mask: float | None = OFFICIAL_ADDITIVE_MASK,
+    seed: int | None = None,
+    name: str = "sasrec",
+) -> keras.Model:
     """Builds the SASRec baseline: `build_bsarec` with attention-only blocks.
 
     Causal multi-head self-attention (the library's `MultiHeadSelfAttention`)

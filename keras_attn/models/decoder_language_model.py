@@ -6,6 +6,8 @@ model Geva et al. (2021) analyse), a final layer norm and an untied output
 embedding. It is the model `keras-attn reproduce ffn-memories` trains.
 """
 
+from collections.abc import Callable
+
 import keras
 
 from keras_attn.layers import CheckedEmbedding, PositionEmbedding, TransformerBlock
@@ -13,16 +15,16 @@ from keras_attn.utils.validation import check_heads, check_int
 
 
 def build_decoder_language_model(
-    vocabulary_size,
-    max_length,
-    hidden_dim=128,
-    num_layers=4,
-    num_heads=4,
-    intermediate_dim=512,
-    dropout=0.0,
-    activation="relu",
-    name="decoder_language_model",
-):
+    vocabulary_size: int,
+    max_length: int,
+    hidden_dim: int = 128,
+    num_layers: int = 4,
+    num_heads: int = 4,
+    intermediate_dim: int = 512,
+    dropout: float = 0.0,
+    activation: str | Callable = "relu",
+    name: str = "decoder_language_model",
+) -> keras.Model:
     """Builds a causal transformer language model as a functional Keras model.
 
     Token id 0 is padding: it is masked out of the attention, and padded

@@ -34,8 +34,11 @@ F_BIT_ZERO, F_BIT_ONE, F_CLS, F_IS_FIRST, F_FIRST_IS_ONE, F_RESULT = 0, 1, 2, 3,
 
 
 def build_exact_parity_transformer(
-    layer_norm=False, epsilon=0.0, output_scale=1.0, name="exact_parity"
-):
+    layer_norm: bool = False,
+    epsilon: float = 0.0,
+    output_scale: float = 1.0,
+    name: str = "exact_parity",
+) -> keras.Model:
     """Builds the exact PARITY transformer as a functional Keras model.
 
     Input: int tokens `(batch, n + 1)`, the bits (`0`/`1`) then CLS (`2`).
@@ -119,8 +122,12 @@ def build_exact_parity_transformer(
 
 
 def build_exact_first_transformer(
-    layer_norm=False, epsilon=0.0, output_scale=1.0, attention_scale=1.0, name="exact_first"
-):
+    layer_norm: bool = False,
+    epsilon: float = 0.0,
+    output_scale: float = 1.0,
+    attention_scale: float = 1.0,
+    name: str = "exact_first",
+) -> keras.Model:
     """Builds the exact FIRST transformer as a functional Keras model.
 
     Input: int tokens `(batch, n + 1)`, CLS (`2`) then the bits (`0`/`1`).

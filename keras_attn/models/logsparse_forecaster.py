@@ -4,6 +4,8 @@ Paper: Li et al., "Enhancing the Locality and Breaking the Memory Bottleneck
 of Transformer on Time Series Forecasting", NeurIPS 2019.
 """
 
+from collections.abc import Mapping
+
 import keras
 
 from keras_attn.layers.checked_embedding import CheckedEmbedding
@@ -18,21 +20,21 @@ ATTENTIONS = ("full", "logsparse")
 
 
 def build_logsparse_forecaster(
-    max_length,
-    covariate_vocab_sizes=None,
-    hidden_dim=32,
-    num_heads=4,
-    num_layers=3,
-    intermediate_dim=None,
-    attention="logsparse",
-    variant="local",
-    local_window=8,
-    subsequence_length=None,
-    kernel_size=9,
-    dropout=0.1,
-    min_scale=1e-3,
-    name="logsparse_forecaster",
-):
+    max_length: int,
+    covariate_vocab_sizes: Mapping[str, int] | None = None,
+    hidden_dim: int = 32,
+    num_heads: int = 4,
+    num_layers: int = 3,
+    intermediate_dim: int | None = None,
+    attention: str = "logsparse",
+    variant: str = "local",
+    local_window: int = 8,
+    subsequence_length: int | None = None,
+    kernel_size: int = 9,
+    dropout: float = 0.1,
+    min_scale: float = 1e-3,
+    name: str = "logsparse_forecaster",
+) -> keras.Model:
     """Builds a decoder-only transformer that predicts a Gaussian per step.
 
     At step `t` the model reads the previous target value `z[t-1]` and the

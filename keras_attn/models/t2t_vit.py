@@ -11,6 +11,7 @@ same: the paper's "without T2T module" ablation.
 """
 
 import math
+from collections.abc import Sequence
 
 import keras
 
@@ -54,26 +55,26 @@ TOKENIZERS = ("t2t", "patches")
 
 
 def build_t2t_vit(
-    image_shape=(224, 224, 3),
-    num_classes=1000,
-    variant="t2t_vit_7",
-    hidden_dim=None,
-    num_layers=None,
-    num_heads=None,
-    intermediate_dim=None,
-    token_layer=None,
-    token_dim=64,
-    kernel_sizes=(7, 3, 3),
-    strides=(4, 2, 2),
-    paddings=(2, 1, 1),
-    dropout=0.0,
-    seed=None,
-    name=None,
-    drop_path_rate=0.0,
-    qk_scale=None,
-    tokenizer="t2t",
-    patch_size=None,
-):
+    image_shape: Sequence[int] = (224, 224, 3),
+    num_classes: int = 1000,
+    variant: str | None = "t2t_vit_7",
+    hidden_dim: int | None = None,
+    num_layers: int | None = None,
+    num_heads: int | None = None,
+    intermediate_dim: int | None = None,
+    token_layer: str | None = None,
+    token_dim: int = 64,
+    kernel_sizes: Sequence[int] = (7, 3, 3),
+    strides: Sequence[int] = (4, 2, 2),
+    paddings: Sequence[int] = (2, 1, 1),
+    dropout: float = 0.0,
+    seed: int | None = None,
+    name: str | None = None,
+    drop_path_rate: float = 0.0,
+    qk_scale: float | None = None,
+    tokenizer: str = "t2t",
+    patch_size: int | None = None,
+) -> keras.Model:
     """Builds a T2T-ViT classifier as a functional Keras model.
 
     `variant` picks the backbone of a paper model (see `T2T_VIT_VARIANTS`);

@@ -6,6 +6,8 @@ head on the class token, in the standard sizes of `VIT_VARIANTS` or any
 other. Later models (AdaViT, T2T-ViT) reuse its pieces.
 """
 
+from collections.abc import Sequence
+
 import keras
 
 from keras_attn.layers import (
@@ -82,19 +84,19 @@ def drop_path_rates(drop_path_rate, num_layers):
 
 
 def build_vision_transformer(
-    image_shape,
-    num_classes,
-    variant=None,
-    patch_size=4,
-    hidden_dim=None,
-    num_layers=None,
-    num_heads=None,
-    intermediate_dim=None,
-    dropout=0.0,
-    position_embedding="learned",
-    drop_path_rate=0.0,
-    name="vision_transformer",
-):
+    image_shape: Sequence[int],
+    num_classes: int,
+    variant: str | None = None,
+    patch_size: int = 4,
+    hidden_dim: int | None = None,
+    num_layers: int | None = None,
+    num_heads: int | None = None,
+    intermediate_dim: int | None = None,
+    dropout: float = 0.0,
+    position_embedding: str = "learned",
+    drop_path_rate: float = 0.0,
+    name: str = "vision_transformer",
+) -> keras.Model:
     """Builds a ViT classifier as a functional Keras model.
 
     `variant` picks the sizes of a standard model (see `VIT_VARIANTS`:

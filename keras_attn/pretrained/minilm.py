@@ -14,6 +14,7 @@ import dataclasses
 import json
 import pathlib
 
+import keras
 import numpy as np
 
 from keras_attn._optional import require
@@ -41,18 +42,18 @@ class MiniLMWeights:
     vocab_path: pathlib.Path
 
     @property
-    def num_layers(self):
+    def num_layers(self) -> int:
         return self.config["num_hidden_layers"]
 
     @property
-    def num_heads(self):
+    def num_heads(self) -> int:
         return self.config["num_attention_heads"]
 
     @property
-    def hidden_size(self):
+    def hidden_size(self) -> int:
         return self.config["hidden_size"]
 
-    def attention_kernels(self, layer):
+    def attention_kernels(self, layer: int) -> dict[str, np.ndarray]:
         """Keras-layout attention kernels of one layer.
 
         Returns:
@@ -80,7 +81,7 @@ class MiniLMWeights:
         return kernels
 
 
-def minilm_directory():
+def minilm_directory() -> pathlib.Path:
     """The folder of the checkpoint in the data cache (or an installed package).
 
     Raises:
@@ -92,7 +93,7 @@ def minilm_directory():
     ).parent
 
 
-def load_minilm_weights():
+def load_minilm_weights() -> MiniLMWeights:
     """Reads the all-MiniLM-L6-v2 checkpoint.
 
     Returns:
@@ -116,12 +117,12 @@ def load_minilm_weights():
 
 
 def build_minilm_encoder(
-    weights=None,
-    output_hidden_states=False,
-    output_attention_scores=False,
-    head_mask=False,
-    name="minilm_encoder",
-):
+    weights: MiniLMWeights | None = None,
+    output_hidden_states: bool = False,
+    output_attention_scores: bool = False,
+    head_mask: bool = False,
+    name: str = "minilm_encoder",
+) -> keras.Model:
     """Builds all-MiniLM-L6-v2 and loads its pretrained weights.
 
     Its `"sentence_embedding"` output is the model's sentence embedding

@@ -14,6 +14,7 @@ import atexit
 import inspect
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,8 @@ import textwrap
 import time
 import unittest
 import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import keras
 import numpy as np
@@ -119,19 +122,19 @@ class LayerChecks:
 
     def __init__(
         self,
-        layer_cls,
-        init_kwargs,
-        input_shape,
-        expected_output_shape=None,
-        call_kwargs=None,
-        extra_inputs=None,
-        dynamic_axes=(1,),
-        input_dtype="float32",
-        input_range=(0, 10),
-        bad_init_kwargs=(),
-        atol=1e-5,
-        num_params=None,
-        mixed_precision_on_jax=False,
+        layer_cls: type[keras.layers.Layer],
+        init_kwargs: Mapping[str, Any],
+        input_shape: Sequence[int],
+        expected_output_shape: Sequence[int] | None = None,
+        call_kwargs: Mapping[str, Any] | None = None,
+        extra_inputs: Mapping[str, Sequence[int]] | None = None,
+        dynamic_axes: Sequence[int] = (1,),
+        input_dtype: str = "float32",
+        input_range: tuple[int, int] = (0, 10),
+        bad_init_kwargs: Iterable[Mapping[str, Any]] = (),
+        atol: float = 1e-5,
+        num_params: int | None = None,
+        mixed_precision_on_jax: bool = False,
     ):
         self.layer_cls = layer_cls
         self.init_kwargs = dict(init_kwargs)
@@ -147,7 +150,7 @@ class LayerChecks:
         self.num_params = num_params
         self.mixed_precision_on_jax = mixed_precision_on_jax
 
-    def run(self, check, tmp_path):
+    def run(self, check: str, tmp_path: pathlib.Path) -> None:
         """Runs the check named `check`; `tmp_path` is a scratch folder."""
         if check not in self.CHECKS:
             raise ValueError(f"`check` must be one of {self.CHECKS}. Received: check={check!r}")
@@ -159,10 +162,12 @@ class LayerChecks:
 
     # Building blocks.
 
-    def make_layer(self, **overrides):
+    def make_layer(self, **overrides: Any) -> keras.layers.Layer:
         return self.layer_cls(**{**self.init_kwargs, **overrides})
 
-    def make_inputs(self, input_shape=None, seed=0):
+    def make_inputs(
+        self, input_shape: Sequence[int] | None = None, seed: int = 0
+    ) -> list[np.ndarray]:
         """Test data: the main input, then the extra inputs, as numpy arrays."""
         shape = input_shape or self.input_shape
         rng = np.random.default_rng(seed)
@@ -176,7 +181,9 @@ class LayerChecks:
         ]
         return [main, *extras]
 
-    def make_model(self, layer=None, dynamic=False):
+    def make_model(
+        self, layer: keras.layers.Layer | None = None, dynamic: bool = False
+    ) -> keras.Model:
         """A functional model around one layer; `dynamic` unknowns the dynamic axes."""
         shape = list(self.input_shape[1:])
         for axis in self.dynamic_axes if dynamic else ():
@@ -202,7 +209,7 @@ class LayerChecks:
 
     # The checks.
 
-    def check_config_round_trip(self):
+    def check_config_round_trip(self) -> None:
         layer = self.make_layer()
         config = layer.get_config()
         clone = self.layer_cls.from_config(config)
@@ -216,7 +223,7 @@ class LayerChecks:
         args = self._model_args(data)
         self._assert_same_outputs(_forward(clone_model, args), _forward(model, args))
 
-    def check_keras_save_load(self, tmp_path):
+    def check_keras_save_load(self, tmp_path: pathlib.Path) -> None:
         model = self.make_model()
         data = self._model_args(self.make_inputs())
         expected = _forward(model, data)
@@ -226,7 +233,7 @@ class LayerChecks:
         assert any(type(layer) is self.layer_cls for layer in reloaded.layers)
         self._assert_same_outputs(_forward(reloaded, data), expected)
 
-    def check_functional_symbolic(self):
+    def check_functional_symbolic(self) -> None:
         model = self.make_model(dynamic=True)
         first_output = _as_list(model.outputs)[0]
         expected = list(self.expected_output_shape)
@@ -238,7 +245,7 @@ class LayerChecks:
         concrete = _as_list(model(self._model_args(self.make_inputs())))[0]
         assert tuple(concrete.shape) == self.expected_output_shape
 
-    def check_fresh_process_reload(self, tmp_path):
+    def check_fresh_process_reload(self, tmp_path: pathlib.Path) -> None:
         """Reloads the `.keras` file in a new process that imports only keras_attn.
 
         Runs on TensorFlow only: what it tests (that every saved object is
@@ -261,7 +268,7 @@ class LayerChecks:
         actual = [reloaded[f"arr_{i}"] for i in range(len(reloaded.files))]
         self._assert_same_outputs(actual, expected)
 
-    def check_xla_fit(self):
+    def check_xla_fit(self) -> None:
         """One `fit` step compiled with XLA (eager on torch, where XLA is not used).
 
         On TensorFlow the whole training step, gradients included, is also
@@ -283,7 +290,7 @@ class LayerChecks:
         if keras.backend.backend() == "tensorflow":
             _assert_xla_lowers_training_step(model, data, target)
 
-    def check_saved_model(self, tmp_path):
+    def check_saved_model(self, tmp_path: pathlib.Path) -> None:
         """Exports with the dynamic axes unknown, reloads with TensorFlow, serves two sizes."""
         if keras.backend.backend() not in ("tensorflow", "jax"):
             raise unittest.SkipTest("SavedModel export runs on the TensorFlow and JAX backends.")
@@ -312,10 +319,10 @@ class LayerChecks:
             sizes.append(tuple(shape))
         return sizes
 
-    def check_mixed_float16(self):
+    def check_mixed_float16(self) -> None:
         self._check_mixed_precision("mixed_float16")
 
-    def check_mixed_bfloat16(self):
+    def check_mixed_bfloat16(self) -> None:
         self._check_mixed_precision("mixed_bfloat16")
 
     def _check_mixed_precision(self, policy):
@@ -362,7 +369,7 @@ class LayerChecks:
             changed = any(not np.array_equal(a, b) for a, b in zip(after, before, strict=True))
             assert changed, "A training step changed no weight."
 
-    def check_bad_arguments(self):
+    def check_bad_arguments(self) -> None:
         for bad in self.bad_init_kwargs:
             try:
                 self.make_layer(**bad)
@@ -371,7 +378,7 @@ class LayerChecks:
             else:
                 raise AssertionError(f"No ValueError for {bad}.")
 
-    def check_weight_count(self):
+    def check_weight_count(self) -> None:
         """The layer holds exactly `num_params` scalars, also after a `.keras` round trip."""
         assert self.num_params is not None, "Give `num_params`, derived from the definition."
         model = self.make_model()
@@ -380,7 +387,7 @@ class LayerChecks:
         paths = [w.path for w in layer.weights]
         assert len(paths) == len(set(paths)), f"Weights share a path: {paths}"
 
-    def check_wrong_feature_size(self):
+    def check_wrong_feature_size(self) -> None:
         """A built layer given another feature size raises a `ValueError` naming the shape."""
         if self.input_dtype.startswith("int") or len(self.input_shape) < 2:
             raise unittest.SkipTest("The layer reads no feature axis.")

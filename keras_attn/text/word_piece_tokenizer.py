@@ -6,6 +6,7 @@ prune the heads of such BERT models: https://arxiv.org/abs/1905.10650).
 
 import pathlib
 import unicodedata
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -42,7 +43,13 @@ class WordPieceTokenizer:
     [[2, 4, 5, 6, 3]]
     """
 
-    def __init__(self, vocabulary, lowercase=True, sequence_length=512, max_chars_per_word=100):
+    def __init__(
+        self,
+        vocabulary: str | pathlib.Path | Iterable[str],
+        lowercase: bool = True,
+        sequence_length: int = 512,
+        max_chars_per_word: int = 100,
+    ):
         if isinstance(vocabulary, (str, pathlib.Path)):
             vocabulary = pathlib.Path(vocabulary).read_text(encoding="utf-8").splitlines()
         vocabulary = list(vocabulary)
@@ -67,22 +74,22 @@ class WordPieceTokenizer:
         )
 
     @property
-    def vocabulary_size(self):
+    def vocabulary_size(self) -> int:
         return len(self.vocabulary)
 
-    def tokenize(self, text):
+    def tokenize(self, text: str) -> list[str]:
         """Splits one text into WordPiece tokens (strings), no special tokens."""
         pieces = []
         for word in self._basic_tokenize(text):
             pieces.extend(self._word_pieces(word))
         return pieces
 
-    def encode(self, text):
+    def encode(self, text: str) -> list[int]:
         """Token ids of one text: `[CLS] pieces [SEP]`, truncated."""
         ids = [self.token_to_id.get(piece, self.unk_id) for piece in self.tokenize(text)]
         return [self.cls_id, *ids[: self.sequence_length - 2], self.sep_id]
 
-    def decode(self, token_ids):
+    def decode(self, token_ids: Iterable[int] | np.ndarray) -> str:
         """Joins ids back into text, merging `##` pieces; drops padding."""
         words = []
         for token in (self.vocabulary[int(index)] for index in token_ids):
@@ -94,7 +101,9 @@ class WordPieceTokenizer:
                 words.append(token)
         return " ".join(words)
 
-    def __call__(self, texts, pad_to=None):
+    def __call__(
+        self, texts: str | Iterable[str], pad_to: int | None = None
+    ) -> dict[str, np.ndarray]:
         """Encodes a batch of texts into padded numpy arrays.
 
         Args:
