@@ -7,10 +7,14 @@ negative one; these functions measure that on any kernels in the Keras
 layout (query/key/value `(d, heads, head_dim)`, output `(heads, head_dim, d)`).
 """
 
+from collections.abc import Mapping, Sequence
+
 import numpy as np
 
+from keras_attn._typing import Tensor
 
-def query_key_products(query, key):
+
+def query_key_products(query: Tensor, key: Tensor) -> np.ndarray:
     """`W_q^h W_k^hᵀ` of every head.
 
     Args:
@@ -23,7 +27,7 @@ def query_key_products(query, key):
     return np.einsum("dhk,ehk->hde", np.asarray(query), np.asarray(key))  # (heads, d, d)
 
 
-def value_output_products(value, output, per_head=False):
+def value_output_products(value: Tensor, output: Tensor, per_head: bool = False) -> np.ndarray:
     """`W_v W_o` of the layer, or `W_v^h W_o^h` of every head.
 
     Args:
@@ -40,7 +44,7 @@ def value_output_products(value, output, per_head=False):
     return np.einsum("dhk,hke->de", value, output)  # (d, d)
 
 
-def diagonal_statistics(matrices):
+def diagonal_statistics(matrices: Tensor) -> dict[str, np.ndarray]:
     """Diagonal versus off-diagonal statistics of square matrices.
 
     Args:
@@ -68,7 +72,9 @@ def diagonal_statistics(matrices):
     }
 
 
-def attention_diagonal_statistics(layer_kernels):
+def attention_diagonal_statistics(
+    layer_kernels: Sequence[Mapping[str, Tensor]],
+) -> dict[str, dict[str, list]]:
     """The diagonal statistics of `W_q W_kᵀ` and `W_v W_o` of every layer and head.
 
     Args:

@@ -20,10 +20,13 @@ Are Key-Value Memories". EMNLP 2021. https://arxiv.org/abs/2012.14913
 
 import contextlib
 import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import keras
 import numpy as np
 
+from keras_attn._typing import Tensor
 from keras_attn.layers import TransformerBlock
 from keras_attn.utils.model_layers import find_layers
 from keras_attn.utils.validation import check_int
@@ -78,7 +81,7 @@ class FeedForwardSite:
         return keras.ops.convert_to_numpy(self.output.kernel)
 
 
-def transformer_block_sites(model):
+def transformer_block_sites(model: keras.layers.Layer) -> list[FeedForwardSite]:
     """The feed-forward layers of every `TransformerBlock` in `model`, in order.
 
     The blocks are found by `keras_attn.utils.find_layers`, in the order the
@@ -112,7 +115,7 @@ def transformer_block_sites(model):
     ]
 
 
-def value_top_tokens(site, output_embedding):
+def value_top_tokens(site: FeedForwardSite, output_embedding: Tensor) -> np.ndarray:
     """The top token of each value's vocabulary distribution `softmax(v_i E)`.
 
     Args:
@@ -125,7 +128,7 @@ def value_top_tokens(site, output_embedding):
     return np.argmax(site.values @ np.asarray(output_embedding), axis=-1)
 
 
-def value_vocabulary_distributions(site, output_embedding):
+def value_vocabulary_distributions(site: FeedForwardSite, output_embedding: Tensor) -> np.ndarray:
     """`p_i = softmax(v_i E)` for every value, `(num_memories, vocabulary_size)`."""
     logits = site.values @ np.asarray(output_embedding)  # (memories, vocabulary)
     logits = logits - logits.max(axis=-1, keepdims=True)
@@ -172,7 +175,9 @@ def _run_sites(model, inputs, sites):
     return results
 
 
-def memory_coefficients(model, inputs, sites=None):
+def memory_coefficients(
+    model: keras.Model, inputs: Any, sites: Sequence[FeedForwardSite] | None = None
+) -> list[np.ndarray]:
     """Memory coefficients `m = f(x K + b)` of every site for one batch.
 
     Args:
@@ -259,7 +264,9 @@ class MemoryAnalysis:
     num_examples: int
     num_positions: int
 
-    def trigger_prefixes(self, layer, key, sequences):
+    def trigger_prefixes(
+        self, layer: int, key: int, sequences: Sequence[Sequence[Any]] | np.ndarray
+    ) -> list[tuple[Sequence[Any], int, float]]:
         """The top trigger prefixes of one key, best first.
 
         Args:
@@ -285,7 +292,7 @@ class MemoryAnalysis:
             if example >= 0
         ]
 
-    def summary(self):
+    def summary(self) -> dict[str, Any]:
         """JSON-friendly dict of the per-layer statistics and their intervals."""
         return {
             "layers": list(self.site_names),
@@ -349,16 +356,16 @@ def _split_batch(batch):
 
 
 def analyze_memories(
-    model,
-    batches,
-    output_embedding,
-    sites=None,
-    top_k=25,
-    readout=None,
-    seed=0,
-    permutations=200,
-    resamples=1000,
-):
+    model: keras.Model,
+    batches: Iterable[tuple[Any, Tensor] | tuple[Any, Tensor, Tensor]],
+    output_embedding: Tensor,
+    sites: Sequence[FeedForwardSite] | None = None,
+    top_k: int = 25,
+    readout: Callable[[Tensor], Tensor] | None = None,
+    seed: int = 0,
+    permutations: int = 200,
+    resamples: int = 1000,
+) -> MemoryAnalysis:
     """Streams a corpus through `model` and computes the key-value memory statistics.
 
     Only the per-key top-k tables and per-example counts of the position

@@ -3,10 +3,17 @@
 import keras
 import numpy as np
 
+from keras_attn._typing import Tensor
 from keras_attn.utils.training import build_optimizer
 
 
-def fit_linear_probe(features, labels, num_classes, steps=300, learning_rate=0.01):
+def fit_linear_probe(
+    features: Tensor,
+    labels: Tensor,
+    num_classes: int,
+    steps: int = 300,
+    learning_rate: float = 0.01,
+) -> list[np.ndarray]:
     """Fits a linear softmax classifier on frozen features by full-batch Adam.
 
     Each step is one Adam update on the cross-entropy of all the examples, so

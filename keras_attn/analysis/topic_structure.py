@@ -20,10 +20,13 @@ https://arxiv.org/abs/2303.04245
 """
 
 import dataclasses
+from collections.abc import Iterable
+from typing import Any, Literal
 
 import keras
 import numpy as np
 
+from keras_attn._typing import Tensor
 from keras_attn.layers import CheckedEmbedding, MultiHeadSelfAttention
 from keras_attn.utils.training import build_optimizer
 from keras_attn.utils.validation import check_int
@@ -73,13 +76,13 @@ class TopicCorpus:
 
 
 def generate_lda_documents(
-    num_documents,
-    num_topics=10,
-    words_per_topic=10,
-    alpha=0.1,
-    length_range=(100, 150),
-    seed=0,
-):
+    num_documents: int,
+    num_topics: int = 10,
+    words_per_topic: int = 10,
+    alpha: float = 0.1,
+    length_range: tuple[int, int] = (100, 150),
+    seed: int = 0,
+) -> TopicCorpus:
     """Samples documents from the LDA model of the paper.
 
     Each topic is uniform over its own `words_per_topic` words (topics do not
@@ -126,7 +129,9 @@ def generate_lda_documents(
     return TopicCorpus(tokens, lengths, theta, num_topics, words_per_topic)
 
 
-def mask_tokens(tokens, vocabulary_size, rng, rate=0.15):
+def mask_tokens(
+    tokens: Tensor, vocabulary_size: int, rng: np.random.Generator, rate: float = 0.15
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """BERT-style masking: `rate` of the words become targets (80/10/10).
 
     Of the chosen positions, 80% show `[MASK]`, 10% a random word and 10%
@@ -157,7 +162,12 @@ CONFIGURATIONS = ("joint", "official")
 """`"joint"`: every weight trained. `"official"`: the official code's frozen configuration."""
 
 
-def build_topic_model(vocabulary_size, hidden_dim=None, name="topic_model", configuration="joint"):
+def build_topic_model(
+    vocabulary_size: int,
+    hidden_dim: int | None = None,
+    name: str = "topic_model",
+    configuration: Literal["joint", "official"] = "joint",
+) -> keras.Model:
     """The paper's one-layer, one-head masked language model.
 
     `logits = decoder(attention(embedding(tokens)))`: no residual
@@ -278,14 +288,14 @@ def _freeze_official_attention_and_decoder(attention, decoder, dim):
         variable.trainable = False
 
 
-def word_embeddings(model):
+def word_embeddings(model: keras.Model) -> np.ndarray:
     """`(vocabulary, dim)`: what the model's embedding gives each token id alone."""
     vocabulary = model.get_layer("decoder").kernel.shape[-1]
     ids = np.arange(vocabulary, dtype="int32")[:, None]  # (vocabulary, 1)
     return keras.ops.convert_to_numpy(model.get_layer("embedding")(ids))[:, 0]
 
 
-def value_word_matrix(model):
+def value_word_matrix(model: keras.Model) -> np.ndarray:
     """`(vocabulary, vocabulary)` map from a key word to the logits it adds.
 
     `M = E W_v W_o D`, with `E` from `word_embeddings`: row `j` is how much
@@ -301,7 +311,7 @@ def value_word_matrix(model):
     return word_embeddings(model) @ value @ output @ decoder
 
 
-def topic_pair_means(matrix, topics):
+def topic_pair_means(matrix: Tensor, topics: Tensor) -> tuple[float, float]:
     """Mean entry over same-topic pairs (off the diagonal) and over different-topic pairs.
 
     Args:
@@ -325,7 +335,7 @@ def topic_pair_means(matrix, topics):
     return float(block[same & off_diagonal].mean()), float(block[~same].mean())
 
 
-def block_gap(matrix, topics):
+def block_gap(matrix: Tensor, topics: Tensor) -> float:
     """`(mean same-topic entry - mean different-topic entry) / std of all entries`.
 
     Args:
@@ -341,7 +351,9 @@ def block_gap(matrix, topics):
     return (same - different) / scale if scale > 0 else 0.0
 
 
-def attention_topic_statistics(attention_weights, tokens, topics):
+def attention_topic_statistics(
+    attention_weights: Tensor, tokens: Tensor, topics: Tensor
+) -> dict[str, float]:
     """Mean attention a word pays to one same-topic and one different-topic word.
 
     For every query word, the weights on the other words of the document
@@ -397,7 +409,7 @@ class _TopicPairs:
         return {**means, "uniform": self.uniform}
 
 
-def topic_statistics(model, tokens, topics):
+def topic_statistics(model: keras.Model, tokens: Tensor, topics: Tensor) -> dict[str, float]:
     """All statistics of the model on a batch of clean documents.
 
     Args:
@@ -476,7 +488,7 @@ class TopicStatisticsCallback(keras.callbacks.Callback):
     ```
     """
 
-    def __init__(self, tokens, topics, steps):
+    def __init__(self, tokens: Tensor, topics: Tensor, steps: Iterable[int]):
         super().__init__()
         self.steps = {int(step) for step in steps}
         if not self.steps or min(self.steps) < 0:
@@ -501,25 +513,25 @@ class TopicStatisticsCallback(keras.callbacks.Callback):
             statistics = _statistics(self.model, weights, self.pairs, self.topics)
             self.history.append({"step": self.step, **statistics})
 
-    def on_train_begin(self, logs=None):
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self._record_if_scheduled()
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self.step += 1
         self._record_if_scheduled()
 
 
 def train_topic_model(
-    corpus,
-    probe_tokens,
-    epochs,
-    batch_size=40,
-    learning_rate=0.01,
-    record_steps=None,
-    hidden_dim=None,
-    seed=0,
-    configuration="joint",
-):
+    corpus: TopicCorpus,
+    probe_tokens: Tensor,
+    epochs: int,
+    batch_size: int = 40,
+    learning_rate: float = 0.01,
+    record_steps: Iterable[int] | None = None,
+    hidden_dim: int | None = None,
+    seed: int = 0,
+    configuration: Literal["joint", "official"] = "joint",
+) -> tuple[keras.Model, list[dict[str, float]]]:
     """Trains `build_topic_model` with masked language modelling, recording statistics.
 
     As the official code: Adam (AdamW without decay), learning rate 0.01,

@@ -2,10 +2,14 @@
 
 import gzip
 import numbers
+from typing import TypeAlias
 
 import numpy as np
 
 from keras_attn.datasets.errors import CorruptDataError
+
+TrainTestSplit: TypeAlias = tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""`((x_train, y_train), (x_test, y_test))`, the numpy arrays a loader returns."""
 
 
 def check_test_fraction(test_fraction):

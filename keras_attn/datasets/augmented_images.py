@@ -5,6 +5,7 @@ import math
 import keras
 import numpy as np
 
+from keras_attn._typing import Tensor
 from keras_attn.utils.validation import check_bool, check_int
 
 
@@ -43,13 +44,13 @@ class AugmentedImages(keras.utils.PyDataset):
 
     def __init__(
         self,
-        images,
-        labels,
-        batch_size=128,
-        steps_per_epoch=None,
-        max_shift=2,
-        flip=True,
-        seed=0,
+        images: Tensor,
+        labels: Tensor,
+        batch_size: int = 128,
+        steps_per_epoch: int | None = None,
+        max_shift: int = 2,
+        flip: bool = True,
+        seed: int = 0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -86,7 +87,7 @@ class AugmentedImages(keras.utils.PyDataset):
             images[mirrored] = images[mirrored, :, ::-1]
         return images, self.labels[rows]
 
-    def on_epoch_end(self):
+    def on_epoch_end(self) -> None:
         self._draw_epoch()
 
     def _draw_epoch(self):

@@ -6,13 +6,20 @@ or all `2^n` strings of a length are enumerated.
 """
 
 import itertools
+from typing import Literal
 
 import numpy as np
 
+from keras_attn._typing import Tensor
 from keras_attn.layers.bit_string_features import CLS_TOKEN, TASKS
 
 
-def make_bit_strings(num_strings, length, task, seed=None):
+def make_bit_strings(
+    num_strings: int,
+    length: int,
+    task: Literal["parity", "first"],
+    seed: int | np.random.Generator | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Draws `num_strings` random bit strings of `length` bits.
 
     Args:
@@ -36,13 +43,15 @@ def make_bit_strings(num_strings, length, task, seed=None):
     return encode_bit_strings(bits, task)
 
 
-def all_bit_strings(length, task):
+def all_bit_strings(length: int, task: Literal["parity", "first"]) -> tuple[np.ndarray, np.ndarray]:
     """All `2^length` bit strings of `length` bits, encoded like `make_bit_strings`."""
     bits = np.array(list(itertools.product((0, 1), repeat=length)), "int32")
     return encode_bit_strings(bits.reshape(-1, length), task)
 
 
-def encode_bit_strings(bits, task):
+def encode_bit_strings(
+    bits: Tensor, task: Literal["parity", "first"]
+) -> tuple[np.ndarray, np.ndarray]:
     """Adds CLS to a `(num_strings, n)` 0/1 array and computes the labels."""
     if task not in TASKS:
         raise ValueError(f"`task` must be one of {TASKS}. Received: task={task!r}")

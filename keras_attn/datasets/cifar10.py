@@ -7,6 +7,7 @@ import tarfile
 
 import numpy as np
 
+from keras_attn.datasets._utils import TrainTestSplit
 from keras_attn.datasets.errors import CorruptDataError, DatasetNotFoundError
 
 ENV_VAR = "KERAS_ATTN_CIFAR10_DIR"
@@ -167,7 +168,7 @@ def _read_archive(archive):
     return batches
 
 
-def load_cifar10(path=None):
+def load_cifar10(path: str | os.PathLike | None = None) -> TrainTestSplit:
     """Loads CIFAR-10 from a copy you supply, in the python-pickle layout.
 
     CIFAR-10 (Krizhevsky 2009) has 50,000 training and 10,000 test colour

@@ -2,11 +2,16 @@
 
 import numpy as np
 
-from keras_attn.datasets._utils import check_seed, check_test_fraction, stratified_split
+from keras_attn.datasets._utils import (
+    TrainTestSplit,
+    check_seed,
+    check_test_fraction,
+    stratified_split,
+)
 from keras_attn.datasets.errors import DatasetNotFoundError
 
 
-def load_digits(test_fraction=0.2, seed=0):
+def load_digits(test_fraction: float = 0.2, seed: int = 0) -> TrainTestSplit:
     """Loads scikit-learn's 8x8 handwritten digits as uint8 images.
 
     The source is `sklearn.datasets.load_digits`, which reads a file bundled

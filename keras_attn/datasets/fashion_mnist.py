@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from keras_attn.datasets._utils import check_limit
+from keras_attn.datasets._utils import TrainTestSplit, check_limit
 from keras_attn.datasets.errors import DatasetNotFoundError
 
 DEFAULT_DIR = "/usr/share/datasets/fashion-mnist"
@@ -137,7 +137,9 @@ def _not_found_message(directory, missing, user_path):
     )
 
 
-def load_fashion_mnist(path=None, limit=None):
+def load_fashion_mnist(
+    path: str | os.PathLike | None = None, limit: int | None = None
+) -> TrainTestSplit:
     """Loads Fashion-MNIST from locally installed IDX files.
 
     Fashion-MNIST (Xiao et al. 2017, MIT licence) has 60,000 training and

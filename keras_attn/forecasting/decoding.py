@@ -1,11 +1,25 @@
 """Rolling autoregressive forecasts of a Gaussian-output model."""
 
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+from keras_attn._typing import Tensor
 from keras_attn.forecasting.windows import make_windows
 
+if TYPE_CHECKING:
+    import keras
 
-def autoregressive_forecast(model, values, covariates, origins, context, horizon):
+
+def autoregressive_forecast(
+    model: "keras.Model",
+    values: Tensor,
+    covariates: Mapping[str, Tensor],
+    origins: Tensor,
+    context: int,
+    horizon: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """Forecasts `horizon` steps from each origin, feeding predictions back.
 
     The `context` steps before each origin hold the true values, and the
@@ -45,8 +59,15 @@ def autoregressive_forecast(model, values, covariates, origins, context, horizon
 
 
 def sample_path_forecast(
-    model, values, covariates, origins, context, horizon, num_paths=100, seed=0
-):
+    model: "keras.Model",
+    values: Tensor,
+    covariates: Mapping[str, Tensor],
+    origins: Tensor,
+    context: int,
+    horizon: int,
+    num_paths: int = 100,
+    seed: int = 0,
+) -> np.ndarray:
     """Forecasts by ancestral sampling: `num_paths` sample paths from each origin.
 
     As in DeepAR and the LogSparse paper: the input of the first forecast
@@ -119,7 +140,9 @@ def _decode(model, inputs, context, horizon, next_input):
     return params, fed
 
 
-def path_quantiles(paths, quantiles=(0.5, 0.9)):
+def path_quantiles(
+    paths: Tensor, quantiles: Sequence[float] = (0.5, 0.9)
+) -> dict[float, np.ndarray]:
     """Quantiles of sample paths at every forecast step.
 
     Args:

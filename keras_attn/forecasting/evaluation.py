@@ -1,12 +1,16 @@
 """Scores of probabilistic forecasts and the seasonal-naive baseline."""
 
+from collections.abc import Mapping, Sequence
+
 import numpy as np
+
+from keras_attn._typing import Tensor
 
 Z90 = 1.2816
 """The standard-normal 90% quantile: `mean ± Z90 · scale` is the 10-90% band."""
 
 
-def seasonal_naive(values, origins, horizon, season=24):
+def seasonal_naive(values: Tensor, origins: Tensor, horizon: int, season: int = 24) -> np.ndarray:
     """The value one season earlier, `z[origin + h - season]`, for each forecast step.
 
     Args:
@@ -27,7 +31,9 @@ def seasonal_naive(values, origins, horizon, season=24):
     return values[steps - season]
 
 
-def rho_risks(actual, mean, scale, rhos=(0.5, 0.9)):
+def rho_risks(
+    actual: Tensor, mean: Tensor, scale: Tensor, rhos: Sequence[float] = (0.5, 0.9)
+) -> dict[str, float]:
     """The rho-risks of Gaussian forecasts, through the `RhoRisk` metric.
 
     Args:
@@ -56,7 +62,7 @@ def rho_risks(actual, mean, scale, rhos=(0.5, 0.9)):
     return risks
 
 
-def quantile_risks(actual, quantiles):
+def quantile_risks(actual: Tensor, quantiles: Mapping[float, Tensor]) -> dict[str, float]:
     """The rho-risk of each quantile forecast, for example of sample paths.
 
     `R_rho = 2 sum D_rho(x, q_rho) / sum |x|` with the forecast
@@ -82,7 +88,7 @@ def quantile_risks(actual, quantiles):
     return risks
 
 
-def forecast_band(mean, scale, z=Z90):
+def forecast_band(mean: Tensor, scale: Tensor, z: float = Z90) -> tuple[np.ndarray, np.ndarray]:
     """The band `mean ± z · scale` of Gaussian forecasts (10-90% by default).
 
     Args:

@@ -19,23 +19,25 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
 LAYER_DEFAULTS = {"variant": "local", "local_window": 8, "kernel_size": 9}
 """Layer arguments of `windows_within_budget` that a layer dict may leave out."""
 
 
 def planned_attention_bytes(
-    lengths,
-    attention,
-    hidden_dim,
-    num_heads,
+    lengths: Iterable[int],
+    attention: Literal["full", "logsparse"],
+    hidden_dim: int,
+    num_heads: int,
     *,
-    variant="local",
-    local_window=8,
-    kernel_size=9,
-    batch_size=1,
-    budget_bytes=None,
-):
+    variant: Literal["pure", "local", "restart"] = "local",
+    local_window: int = 8,
+    kernel_size: int = 9,
+    batch_size: int = 1,
+    budget_bytes: int | None = None,
+) -> dict[int, int]:
     """XLA's planned peak bytes of one attention layer's training step, per length.
 
     The layer is the one `keras_attn.models.build_logsparse_forecaster`
@@ -86,8 +88,15 @@ def planned_attention_bytes(
 
 
 def windows_within_budget(
-    reference_length, reference_layer, lengths, layers, *, hidden_dim, num_heads, batch_size=1
-):
+    reference_length: int,
+    reference_layer: Mapping[str, Any],
+    lengths: Iterable[int],
+    layers: Mapping[str, Mapping[str, Any]],
+    *,
+    hidden_dim: int,
+    num_heads: int,
+    batch_size: int = 1,
+) -> dict[str, Any]:
     """A memory budget and the longest window each layer's plan fits in it.
 
     The budget is the plan (`planned_attention_bytes`) of `reference_layer`
@@ -142,7 +151,7 @@ def windows_within_budget(
     return budget
 
 
-def longest_window_within(budget_bytes, plans):
+def longest_window_within(budget_bytes: int, plans: Mapping[int, int]) -> int:
     """The longest length whose plan is at most `budget_bytes`.
 
     Args:

@@ -1,13 +1,19 @@
 """Training a Gaussian forecaster on random windows of one series."""
 
 import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from keras_attn._typing import Tensor
 from keras_attn.forecasting.windows import make_windows
 
+if TYPE_CHECKING:
+    import keras
 
-def sample_window_starts(train_end, length, count, seed=0):
+
+def sample_window_starts(train_end: int, length: int, count: int, seed: int = 0) -> np.ndarray:
     """Starts of `count` random windows of `length` steps that end by `train_end`.
 
     Every start is in `[1, train_end - length]` (step 0 has no lagged input),
@@ -38,19 +44,19 @@ def sample_window_starts(train_end, length, count, seed=0):
 
 
 def train_forecaster(
-    model,
-    values,
-    covariates,
-    train_end,
-    context,
-    horizon,
-    windows,
-    epochs,
-    learning_rate=3e-3,
-    batch_size=64,
-    seed=0,
-    jit_compile=False,
-):
+    model: "keras.Model",
+    values: Tensor,
+    covariates: Mapping[str, Tensor],
+    train_end: int,
+    context: int,
+    horizon: int,
+    windows: int,
+    epochs: int,
+    learning_rate: float = 3e-3,
+    batch_size: int = 64,
+    seed: int = 0,
+    jit_compile: bool = False,
+) -> dict[str, float]:
     """Fits `model` on random windows before `train_end` with the Gaussian NLL.
 
     Draws `windows` window starts with `sample_window_starts`, builds their

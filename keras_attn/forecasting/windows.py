@@ -1,9 +1,13 @@
 """Calendar covariates and scaled windows of one series (DeepAR's input layout)."""
 
+from collections.abc import Mapping
+
 import numpy as np
 
+from keras_attn._typing import Tensor
 
-def calendar_covariates(timestamps):
+
+def calendar_covariates(timestamps: Tensor) -> dict[str, np.ndarray]:
     """Hour of day and day of week of hourly time stamps.
 
     Args:
@@ -28,7 +32,9 @@ def calendar_covariates(timestamps):
     }
 
 
-def make_windows(values, covariates, starts, context, horizon):
+def make_windows(
+    values: Tensor, covariates: Mapping[str, Tensor], starts: Tensor, context: int, horizon: int
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Model inputs, scaled targets and scales of windows `[s, s + context + horizon)`.
 
     The input at step `t` is the previous value `z[t - 1]` (the lagged

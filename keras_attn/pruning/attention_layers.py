@@ -8,7 +8,7 @@ from keras_attn.utils.model_layers import find_layers
 ATTENTION_TYPES = (MultiHeadSelfAttention, keras.layers.MultiHeadAttention)
 
 
-def attention_layers(model):
+def attention_layers(model: keras.layers.Layer) -> dict[str, keras.layers.Layer]:
     """The attention layers of a model, nested ones included, in model order.
 
     The layers are found by `keras_attn.utils.find_layers`, so they come in

@@ -2,13 +2,23 @@
 better than one?" (https://arxiv.org/abs/1905.10650).
 """
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 import keras
 import numpy as np
 
+from keras_attn._typing import Tensor
 from keras_attn.pruning.attention_layers import attention_layers
 
 
-def head_importance(model, data, loss, normalize=True, token_mask=None):
+def head_importance(
+    model: keras.Model,
+    data: Iterable[tuple[Any, Tensor]],
+    loss: str | Callable[[Tensor, Tensor], Tensor] | keras.losses.Loss,
+    normalize: bool = True,
+    token_mask: Callable[[Any], Tensor] | None = None,
+) -> dict[str, np.ndarray]:
     """Scores each attention head by the loss gradient w.r.t. its mask.
 
     A mask `ξ_h` multiplies head `h`'s output, and the importance is

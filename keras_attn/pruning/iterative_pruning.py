@@ -6,14 +6,19 @@ names them; the number of heads of each layer is the length of its scores,
 so any model works, whatever its layers are called or how many heads each has.
 """
 
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import keras
 import numpy as np
 
+from keras_attn._typing import Tensor
 from keras_attn.pruning.attention_layers import attention_layers
 from keras_attn.pruning.prune_heads import prune_heads
 from keras_attn.pruning.select_heads import select_heads
 
 
-def head_mask_array(model, removed):
+def head_mask_array(model: keras.Model, removed: Mapping[str, Iterable[int]]) -> np.ndarray:
     """The `(layers, heads)` 0/1 mask of a model's heads with `removed` set to 0.
 
     Rows follow `attention_layers(model)`, the order in which a model such as
@@ -55,7 +60,12 @@ def head_mask_array(model, removed):
     return mask
 
 
-def pruning_curve(evaluate, scores, fractions, min_heads_per_layer=1):
+def pruning_curve(
+    evaluate: Callable[[dict[str, list[int]]], Any],
+    scores: Mapping[str, Tensor],
+    fractions: Iterable[float],
+    min_heads_per_layer: int = 1,
+) -> list[Any]:
     """Quality after removing each fraction of the heads, lowest scores first.
 
     Args:
@@ -84,7 +94,14 @@ def pruning_curve(evaluate, scores, fractions, min_heads_per_layer=1):
     ]
 
 
-def iterative_pruning(model, scores, fractions, rescore, evaluate, min_heads_per_layer=1):
+def iterative_pruning(
+    model: keras.Model,
+    scores: Mapping[str, Tensor],
+    fractions: Iterable[float],
+    rescore: Callable[[keras.Model], Mapping[str, Tensor]],
+    evaluate: Callable[[dict[str, list[int]]], Any],
+    min_heads_per_layer: int = 1,
+) -> tuple[list[Any], list[dict[str, list[int]]]]:
     """Prunes step by step, scoring the remaining heads again before each step.
 
     The first step removes the lowest-scored heads by `scores`. Before every
@@ -131,7 +148,11 @@ def iterative_pruning(model, scores, fractions, rescore, evaluate, min_heads_per
     return qualities, steps
 
 
-def scores_of_kept_heads(pruned_scores, removed, scores):
+def scores_of_kept_heads(
+    pruned_scores: Mapping[str, Tensor],
+    removed: Mapping[str, Iterable[int]],
+    scores: Mapping[str, Tensor],
+) -> dict[str, np.ndarray]:
     """Maps scores of a pruned model back to the head indices of the original.
 
     Args:
@@ -160,7 +181,11 @@ def scores_of_kept_heads(pruned_scores, removed, scores):
     return mapped
 
 
-def single_head_ablations(model, evaluate, layers=None):
+def single_head_ablations(
+    model: keras.Model,
+    evaluate: Callable[[dict[str, list[int]]], Any],
+    layers: Iterable[str | int] | None = None,
+) -> dict[str, list[Any]]:
     """The quality with each single head removed, layer by layer.
 
     Args:

@@ -2,6 +2,8 @@
 than one?" (https://arxiv.org/abs/1905.10650).
 """
 
+from collections.abc import Iterable, Mapping
+
 import keras
 from keras import ops
 
@@ -9,7 +11,7 @@ from keras_attn.layers import TransformerBlock
 from keras_attn.pruning.attention_layers import attention_layers
 
 
-def prune_heads(model, heads):
+def prune_heads(model: keras.Model, heads: Mapping[str, Iterable[int]]) -> keras.Model:
     """Returns a copy of a functional model with attention heads removed.
 
     Each attention layer named in `heads` is rebuilt with fewer heads: the

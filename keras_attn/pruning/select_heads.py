@@ -1,9 +1,15 @@
 """Global choice of the heads to prune (Michel et al., 2019)."""
 
+from collections.abc import Mapping
+
 import numpy as np
 
+from keras_attn._typing import Tensor
 
-def select_heads(scores, count, min_heads_per_layer=1):
+
+def select_heads(
+    scores: Mapping[str, Tensor], count: int, min_heads_per_layer: int = 1
+) -> dict[str, list[int]]:
     """Picks the `count` lowest-scored heads over all layers.
 
     The paper prunes globally in increasing order of (layer-normalised)

@@ -1,13 +1,22 @@
 """Measured throughput of (pruned) models."""
 
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
 import keras
 
+from keras_attn._typing import Tensor
 from keras_attn.pruning.prune_heads import prune_heads
 from keras_attn.pruning.select_heads import select_heads
 from keras_attn.utils.timing import median_seconds
 
 
-def pruned_models(model, scores, fractions, min_heads_per_layer=1):
+def pruned_models(
+    model: keras.Model,
+    scores: Mapping[str, Tensor],
+    fractions: Iterable[float],
+    min_heads_per_layer: int = 1,
+) -> dict[float, keras.Model]:
     """Copies of `model` with each fraction of its lowest-scored heads really removed.
 
     Args:
@@ -27,7 +36,7 @@ def pruned_models(model, scores, fractions, min_heads_per_layer=1):
     return models
 
 
-def measure_throughput(models, inputs, repeats):
+def measure_throughput(models: Sequence[keras.Model], inputs: Any, repeats: int) -> list[float]:
     """Median examples per second of each model on the same `inputs`.
 
     Each model runs as a graph (`tf.function` on TensorFlow; a plain call

@@ -1,13 +1,16 @@
 """Item sequences, left padding and the leave-one-out split of BSARec and SASRec."""
 
 import dataclasses
+from collections.abc import Sequence
 
 import numpy as np
+
+from keras_attn._typing import Tensor
 
 PADDING_ITEM = 0
 
 
-def index_items(item_ids):
+def index_items(item_ids: Tensor) -> tuple[np.ndarray, np.ndarray]:
     """Maps arbitrary item ids to `1..num_items`; 0 is kept for padding.
 
     Args:
@@ -21,7 +24,9 @@ def index_items(item_ids):
     return inverse.astype(np.int64) + 1, vocabulary
 
 
-def user_sequences(user_ids, item_ids, timestamps):
+def user_sequences(
+    user_ids: Tensor, item_ids: Tensor, timestamps: Tensor
+) -> tuple[np.ndarray, list[np.ndarray]]:
     """Each user's items in time order.
 
     Interactions with equal timestamps keep their input order (the sort is
@@ -59,7 +64,7 @@ def user_sequences(user_ids, item_ids, timestamps):
     return users, sequences
 
 
-def left_pad(sequences, length):
+def left_pad(sequences: Sequence[Tensor], length: int) -> np.ndarray:
     """The last `length` items of each sequence, left-padded with 0.
 
     Args:
@@ -106,7 +111,7 @@ class LeaveOneOutSplit:
     test_seen: list
 
 
-def leave_one_out_split(sequences, max_length=50):
+def leave_one_out_split(sequences: Sequence[Tensor], max_length: int = 50) -> LeaveOneOutSplit:
     """Splits item sequences as BSARec's official code does.
 
     For a sequence `s`: the test query is `s[:-1] -> s[-1]`, the validation
@@ -159,7 +164,9 @@ def leave_one_out_split(sequences, max_length=50):
     )
 
 
-def movielens_100k_split(max_length=50, users=None):
+def movielens_100k_split(
+    max_length: int = 50, users: int | None = None
+) -> tuple[LeaveOneOutSplit, int]:
     """The leave-one-out split of MovieLens-100K, as BSARec and SASRec use it.
 
     Items get the indices of `index_items` (1682 items, 0 for padding); each

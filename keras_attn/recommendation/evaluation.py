@@ -1,14 +1,24 @@
 """Full-ranking evaluation of a next-item model, and early stopping on it."""
 
 import warnings
+from collections.abc import Sequence
+from typing import Any
 
 import keras
 import numpy as np
 
+from keras_attn._typing import Tensor
 from keras_attn.recommendation.metrics import exclusion_mask, ranking_metrics, target_ranks
 
 
-def evaluate_full_ranking(model, inputs, targets, seen, ks=(5, 10, 20), batch_size=1024):
+def evaluate_full_ranking(
+    model: keras.Model,
+    inputs: Tensor,
+    targets: Tensor,
+    seen: Sequence[Tensor] | None,
+    ks: Sequence[int] = (5, 10, 20),
+    batch_size: int = 1024,
+) -> dict[str, float]:
     """HR@k and NDCG@k of `model`, ranking every item for every query.
 
     Args:
@@ -75,7 +85,14 @@ class RankingEarlyStopping(keras.callbacks.Callback):
     """
 
     def __init__(
-        self, inputs, targets, seen, monitor="NDCG@20", patience=10, ks=(5, 10, 20), verbose=False
+        self,
+        inputs: Tensor,
+        targets: Tensor,
+        seen: Sequence[Tensor] | None,
+        monitor: str = "NDCG@20",
+        patience: int = 10,
+        ks: Sequence[int] = (5, 10, 20),
+        verbose: bool = False,
     ):
         super().__init__()
         if not isinstance(patience, int) or patience < 1:
@@ -88,13 +105,13 @@ class RankingEarlyStopping(keras.callbacks.Callback):
         self.ks = ks
         self.verbose = verbose
 
-    def on_train_begin(self, logs=None):
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
         self.history = []
         self.best_epoch, self.best_score, self.best_weights = None, -np.inf, None
         self.non_finite_epochs = []
         self._waited = 0
 
-    def on_epoch_end(self, epoch, logs=None):
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         ranks, finite = _full_ranking(self.model, self.inputs, self.targets, self.seen)
         metrics = ranking_metrics(ranks, self.ks)
         self.history.append(metrics)
@@ -118,6 +135,6 @@ class RankingEarlyStopping(keras.callbacks.Callback):
         if self._waited >= self.patience:
             self.model.stop_training = True
 
-    def on_train_end(self, logs=None):
+    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
         if self.best_weights is not None:
             self.model.set_weights(self.best_weights)

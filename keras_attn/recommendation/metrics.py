@@ -1,11 +1,14 @@
 """Full-ranking metrics of next-item recommendation: HR@K and NDCG@K."""
 
+from collections.abc import Sequence
+
 import numpy as np
 
+from keras_attn._typing import Tensor
 from keras_attn.recommendation.data import PADDING_ITEM
 
 
-def exclusion_mask(seen, num_items):
+def exclusion_mask(seen: Sequence[Tensor], num_items: int) -> np.ndarray:
     """Boolean `(len(seen), num_items)`: True for items removed from the ranking.
 
     The padding item 0 and every item of `seen[row]` are excluded, as the
@@ -25,7 +28,7 @@ def exclusion_mask(seen, num_items):
     return mask
 
 
-def target_ranks(scores, targets, exclude=None):
+def target_ranks(scores: Tensor, targets: Tensor, exclude: Tensor | None = None) -> np.ndarray:
     """0-based rank of each target among all candidate items.
 
     The rank counts the other candidates whose score is at least the
@@ -64,18 +67,18 @@ def target_ranks(scores, targets, exclude=None):
     return ahead.sum(axis=1).astype(np.int64)
 
 
-def hit_rate(ranks, k):
+def hit_rate(ranks: Tensor, k: int) -> float:
     """HR@k: the share of targets ranked in the top `k` (rank < k)."""
     return float(np.mean(np.asarray(ranks) < k))
 
 
-def ndcg(ranks, k):
+def ndcg(ranks: Tensor, k: int) -> float:
     """NDCG@k with one relevant item: mean of `1 / log2(rank + 2)` over top-`k` targets."""
     ranks = np.asarray(ranks, np.float64)
     return float(np.mean(np.where(ranks < k, 1.0 / np.log2(ranks + 2.0), 0.0)))
 
 
-def ranking_metrics(ranks, ks=(5, 10, 20)):
+def ranking_metrics(ranks: Tensor, ks: Sequence[int] = (5, 10, 20)) -> dict[str, float]:
     """`{"HR@k": ..., "NDCG@k": ...}` for each `k` in `ks`."""
     metrics = {}
     for k in ks:

@@ -2,8 +2,12 @@
 
 import numpy as np
 
+from keras_attn._typing import Tensor
 
-def bootstrap_interval(values, resamples=2000, confidence=0.95, seed=0):
+
+def bootstrap_interval(
+    values: Tensor, resamples: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float] | tuple[np.ndarray, np.ndarray]:
     """Percentile bootstrap interval of the mean of `values` over its first axis.
 
     The examples (rows) are drawn with replacement `resamples` times; the

@@ -9,9 +9,11 @@ T2T-ViT builders with the MACs reported by Yuan et al., ICCV 2021
 """
 
 import math
+from collections.abc import Callable
 
 import keras
 
+from keras_attn._typing import Shape
 from keras_attn.layers import (
     ClassToken,
     MultiHeadSelfAttention,
@@ -24,10 +26,13 @@ from keras_attn.layers import (
     TransformerBlock,
 )
 
+MacCounter = Callable[[keras.layers.Layer, Shape], int]
+"""A function `fn(layer, input_shape) -> int` counting one layer's MACs."""
+
 _COUNTERS = {}
 
 
-def register_macs(layer_cls):
+def register_macs(layer_cls: type[keras.layers.Layer]) -> Callable[[MacCounter], MacCounter]:
     """Decorator registering `fn(layer, input_shape) -> int` for a layer class."""
 
     def register(fn):
@@ -37,7 +42,7 @@ def register_macs(layer_cls):
     return register
 
 
-def count_macs(model, by_layer=False):
+def count_macs(model: keras.Model, by_layer: bool = False) -> int | tuple[int, dict[str, int]]:
     """Counts the MACs of one forward pass of a functional model, batch 1.
 
     Every top-level layer with weights must have a registered counter
@@ -70,7 +75,7 @@ def count_macs(model, by_layer=False):
     return (total, counts) if by_layer else total
 
 
-def layer_macs(layer, input_shape):
+def layer_macs(layer: keras.layers.Layer, input_shape: Shape) -> int:
     """MACs of one layer called on `input_shape` (batch axis included)."""
     for layer_cls in type(layer).__mro__:
         if layer_cls in _COUNTERS:

@@ -13,7 +13,10 @@ model or layer last to first.
 import keras
 
 
-def find_layers(model, types):
+def find_layers(
+    model: keras.layers.Layer,
+    types: type[keras.layers.Layer] | tuple[type[keras.layers.Layer], ...],
+) -> dict[str, keras.layers.Layer]:
     """The layers of the given types inside a model, in model order.
 
     The walk is depth first: a layer comes before its sublayers, and the

@@ -8,6 +8,10 @@ import platform
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import matplotlib.figure
 
 SMALL_RUN_VARIABLE = "KERAS_ATTN_SMALL"
 SMOKE_TEST_NOTICE = (
@@ -16,7 +20,7 @@ SMOKE_TEST_NOTICE = (
 )
 
 
-def is_small_run():
+def is_small_run() -> bool:
     """True when `KERAS_ATTN_SMALL` is set to a non-empty value other than "0".
 
     Notebooks and reproductions shrink their data and epochs when it is set;
@@ -25,7 +29,9 @@ def is_small_run():
     return os.environ.get(SMALL_RUN_VARIABLE, "") not in ("", "0")
 
 
-def run_metadata(started_at, setting):
+def run_metadata(
+    started_at: float, setting: Literal["fast", "full", "benchmark"]
+) -> dict[str, Any]:
     """Describes the run that produced a result, for its JSON file.
 
     Args:
@@ -81,7 +87,12 @@ def _git_commit():
     return f"{commit}+changes" if changed else commit
 
 
-def write_results(out_dir, name, results, figure=None):
+def write_results(
+    out_dir: str | os.PathLike,
+    name: str,
+    results: dict[str, Any],
+    figure: "matplotlib.figure.Figure | None" = None,
+) -> dict[str, pathlib.Path]:
     """Writes `results` to `out_dir/name.json` and `figure` to `out_dir/name.png`.
 
     Both files are written to temporary files in `out_dir` first and renamed
@@ -167,7 +178,9 @@ def _folder_lock(folder):
         os.close(descriptor)  # releases the lock
 
 
-def write_benchmark(path, results, *, started_at):
+def write_benchmark(
+    path: str | os.PathLike, results: dict[str, Any], *, started_at: float
+) -> pathlib.Path:
     """Writes a benchmark's `{"meta": ..., "results": results}` JSON to `path` and says where.
 
     The `meta` block is read before the file is opened, so a result file
@@ -198,7 +211,15 @@ def write_benchmark(path, results, *, started_at):
     return path
 
 
-def finish_run(out_dir, name, results, figure=None, *, started_at, setting):
+def finish_run(
+    out_dir: str | os.PathLike,
+    name: str,
+    results: dict[str, Any],
+    figure: "matplotlib.figure.Figure | None" = None,
+    *,
+    started_at: float,
+    setting: Literal["small", "fast", "full", "benchmark"],
+) -> dict[str, pathlib.Path]:
     """Writes a run's results with their `meta` block and says where.
 
     Every reproduction, the tour and the benchmarks end with this call. The

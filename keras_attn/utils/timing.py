@@ -3,11 +3,22 @@
 import itertools
 import math
 import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
+from keras_attn._typing import Tensor
 
-def median_seconds(calls, repeats, warmup=1, slow_s=None, min_seconds=0.0, max_rounds=400):
+
+def median_seconds(
+    calls: dict[str, Callable[[], Any]] | Sequence[Callable[[], Any]],
+    repeats: int,
+    warmup: int = 1,
+    slow_s: float | None = None,
+    min_seconds: float = 0.0,
+    max_rounds: int = 400,
+) -> dict[str, float] | list[float]:
     """Median wall-clock seconds of each call, timed in interleaved rounds.
 
     Each call first runs `warmup` times untimed (tracing and compilation).
@@ -69,7 +80,9 @@ def median_seconds(calls, repeats, warmup=1, slow_s=None, min_seconds=0.0, max_r
     return [seconds[index] for index in range(len(named))]
 
 
-def batch_latency_ms(predictors, images, batch_size, repeats):
+def batch_latency_ms(
+    predictors: dict[str, Callable[[Tensor], Any]], images: Tensor, batch_size: int, repeats: int
+) -> dict[str, float]:
     """Median milliseconds per batch of each predictor, with `median_seconds`.
 
     The predictors take turns in interleaved rounds after one warm-up call
