@@ -850,7 +850,66 @@ def benchmark_runs(results):
     return markdown_table(["benchmark", "result files"], rows)
 
 
+# The deployment matrix's columns: (backend, path) -> header.
+DEPLOYMENT_COLUMNS = {
+    ("tensorflow", "saved_model"): "SavedModel from TF",
+    ("jax", "saved_model"): "SavedModel from JAX",
+    ("torch", "saved_model"): "SavedModel from torch",
+    ("tensorflow", "onnx"): "ONNX from TF",
+    ("jax", "onnx"): "ONNX from JAX",
+    ("torch", "onnx"): "ONNX from torch",
+    ("tensorflow", "litert"): "LiteRT from TF",
+}
+
+
+def _deployment_limits(outcomes):
+    """Each distinct workaround of the matrix, numbered in the order the table meets it."""
+    limits = {}
+    for case in next(iter(outcomes.values())):
+        for column in DEPLOYMENT_COLUMNS:
+            workaround = outcomes[column][case].get("workaround")
+            if workaround and workaround not in limits:
+                limits[workaround] = len(limits) + 1
+    return limits
+
+
+def _deployment_outcomes(results):
+    data = results("deployment-matrix")["results"]
+    return {(backend, path): data[backend][path] for backend, path in DEPLOYMENT_COLUMNS}
+
+
+def deployment_matrix(results):
+    """Per layer or builder and per export path: works, or the number of its upstream limit."""
+    outcomes = _deployment_outcomes(results)
+    limits = _deployment_limits(outcomes)
+
+    def cell(outcome):
+        if outcome["outcome"] == "works":
+            return "works"
+        if outcome["outcome"] == "upstream limit":
+            return f"limit {limits[outcome['workaround']]}"
+        return "**fails**"
+
+    cases = next(iter(outcomes.values()))
+    rows = [
+        [f"`{case}`", *(cell(outcomes[column][case]) for column in DEPLOYMENT_COLUMNS)]
+        for case in cases
+    ]
+    return markdown_table(["layer or builder", *DEPLOYMENT_COLUMNS.values()], rows)
+
+
+def deployment_limits(results):
+    """The matrix's upstream limits, numbered as in its table, with each workaround."""
+    limits = _deployment_limits(_deployment_outcomes(results))
+    return markdown_table(
+        ["limit", "what stops it, and the workaround"],
+        [[number, text] for text, number in limits.items()],
+    )
+
+
 TABLES = {
+    "deployment-matrix": deployment_matrix,
+    "deployment-limits": deployment_limits,
     "reproduction-runs": reproduction_runs,
     "benchmark-runs": benchmark_runs,
     "logsparse-fast": logsparse("logsparse-fast"),

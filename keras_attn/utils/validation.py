@@ -192,7 +192,9 @@ def concrete(tensor):
     """`tensor` as a NumPy array, or `None` while it is traced for compilation."""
     try:
         return keras.ops.convert_to_numpy(tensor)
-    except (TypeError, NotImplementedError):  # a JAX tracer, a symbolic TF tensor
+    # A JAX tracer, a symbolic TF tensor, or a torch.export fake tensor
+    # (".numpy() is not supported for tensor subclasses").
+    except (TypeError, NotImplementedError, RuntimeError):
         return None
 
 

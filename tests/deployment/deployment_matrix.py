@@ -305,22 +305,14 @@ EXACT_GELU = (
     "build_t2t_vit",
     "build_vision_transformer",
 )
-SEQUENCE_POSITIONS = (
-    "BitStringFeatures",
-    "BSARecBlock",
-    "LearnedScalePositions",
-    "LogSparseAttention",
-    "MultiHeadSelfAttention(CausalWindowPattern)",
-    "PositionEmbedding",
-    "AdaViT",
+# jax2onnx cannot take these apart (the standalone position layers export).
+JAX2ONNX_DYNAMIC_LENGTH = (
     "build_bit_string_classifier",
-    "build_bsarec",
     "build_decoder_language_model",
     "build_exact_first_transformer",
     "build_exact_parity_transformer",
-    "build_sasrec",
-    "build_vision_transformer",
 )
+SPARSE_PATTERNS = ("LogSparseAttention", "MultiHeadSelfAttention(CausalWindowPattern)")
 SEVERAL_SEQUENCE_INPUTS = ("build_bert_encoder", "build_logsparse_forecaster")
 # (case, path, backend) -> (pattern of "ErrorType: message", workaround): what
 # an upstream tool raises today. `check` asserts it, so an entry fails (and
@@ -342,12 +334,20 @@ UPSTREAM_LIMITS = {
         "ONNX from JAX or torch.",
     ),
     **_limits(
-        SEQUENCE_POSITIONS,
+        JAX2ONNX_DYNAMIC_LENGTH,
         "onnx",
         "jax",
-        r"TypeError: .*jax\.numpy\.arange",
-        "jax2onnx's `jnp.arange` reads `jnp.arange(n, None)`, the call Keras's "
-        "`ops.arange(n)` makes, as a missing stop; export ONNX from TensorFlow or torch.",
+        r"AttributeError: .*_DynamicDimSentinel",
+        "jax2onnx cannot index with the model's unknown sequence length inside these models "
+        "('_DynamicDimSentinel' has no 'rmax'); export ONNX from TensorFlow or torch.",
+    ),
+    **_limits(
+        SPARSE_PATTERNS,
+        "onnx",
+        "jax",
+        r"TracerArrayConversionError",
+        "jax2onnx traces the sparse pattern's key indices, which then reach a NumPy "
+        "conversion; export ONNX from TensorFlow.",
     ),
     **_limits(
         SEVERAL_SEQUENCE_INPUTS,
@@ -374,16 +374,18 @@ UPSTREAM_LIMITS = {
         ),
         "onnx",
         "torch",
-        r"aten::ravel",
-        "torch.onnx cannot export the gather of a sparse pattern (`aten::ravel`); export "
-        "ONNX from TensorFlow.",
+        r"aten::ravel|'NoneType' object has no attribute 'view'",
+        "torch.export cannot trace the gather of a sparse pattern (an unbacked size), and "
+        "the TorchScript exporter Keras falls back to cannot convert it (`aten::ravel`, or "
+        "`any` over an axis); export ONNX from TensorFlow.",
     ),
     **_limits(
-        ("build_bert_encoder", "build_decoder_language_model", "build_logsparse_forecaster"),
+        ("build_decoder_language_model", "build_logsparse_forecaster"),
         "litert",
         "tensorflow",
         r"Select TensorFlow op\(s\)",
-        "The TFLite converter keeps the new axes of a boolean mask (`mask[:, None]`) as a "
+        "Keras' TensorFlow `dot_product_attention` with `is_causal=True` adds axes to a "
+        "boolean mask by indexing (`mask[None, None]`), which the TFLite converter keeps as a "
         "TensorFlow op; serve the file with a LiteRT runtime linked with the Flex delegate "
         "(TensorFlow Select ops).",
     ),
