@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import keras
 
-from keras_attn._typing import Tensor
+from keras_attn._typing import Initializer, Tensor
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.fourier_filter import FourierFilter
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
@@ -115,7 +115,7 @@ class BSARecBlock(keras.layers.Layer):
         layer_norm_epsilon: float = 1e-12,
         additive_mask: float | None = OFFICIAL_ADDITIVE_MASK,
         activation: str | Callable[[Tensor], Tensor] | None = "gelu",
-        kernel_initializer: str | keras.initializers.Initializer | dict | None = None,
+        kernel_initializer: Initializer | None = None,
         seed: int | None = None,
         **kwargs,
     ):

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attn._typing import Tensor
+from keras_attn._typing import Initializer, Tensor
 from keras_attn.utils.validation import check_rank, feature_spec
 
 
@@ -27,9 +27,7 @@ class ClassToken(keras.layers.Layer):
     (2, 5, 8)
     """
 
-    def __init__(
-        self, initializer: str | keras.initializers.Initializer | dict = "zeros", **kwargs
-    ):
+    def __init__(self, initializer: Initializer = "zeros", **kwargs):
         super().__init__(**kwargs)
         self.initializer = keras.initializers.get(initializer)
 

@@ -13,7 +13,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_attn._typing import Tensor
+from keras_attn._typing import Initializer, Tensor
 from keras_attn.utils.validation import (
     check_int,
     check_optional_int,
@@ -90,7 +90,7 @@ class FourierFilter(keras.layers.Layer):
         cutoff: int = 3,
         dropout: float = 0.0,
         layer_norm_epsilon: float = 1e-12,
-        sqrt_beta_initializer: str | keras.initializers.Initializer | dict | None = None,
+        sqrt_beta_initializer: Initializer | None = None,
         seed: int | None = None,
         **kwargs,
     ):

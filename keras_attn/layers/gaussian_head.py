@@ -8,7 +8,7 @@ head follows DeepAR, Salinas et al., 2020).
 import keras
 from keras import ops
 
-from keras_attn._typing import Tensor
+from keras_attn._typing import Initializer, Tensor
 from keras_attn.utils.validation import check_positive, feature_spec
 
 
@@ -48,7 +48,7 @@ class GaussianHead(keras.layers.Layer):
     def __init__(
         self,
         min_scale: float = 1e-6,
-        kernel_initializer: str | keras.initializers.Initializer | dict = "glorot_uniform",
+        kernel_initializer: Initializer = "glorot_uniform",
         **kwargs,
     ):
         super().__init__(**kwargs)

@@ -9,7 +9,7 @@ estimator in training and by a fixed threshold at inference.
 import keras
 from keras import ops
 
-from keras_attn._typing import Tensor
+from keras_attn._typing import Initializer, Tensor
 from keras_attn.utils.validation import (
     check_float,
     check_int,
@@ -70,8 +70,8 @@ class GumbelSigmoidGate(keras.layers.Layer):
         units: int,
         temperature: float = 5.0,
         threshold: float = 0.5,
-        kernel_initializer: str | keras.initializers.Initializer | dict = "glorot_uniform",
-        bias_initializer: str | keras.initializers.Initializer | dict = "zeros",
+        kernel_initializer: Initializer = "glorot_uniform",
+        bias_initializer: Initializer = "zeros",
         seed: int | None = None,
         **kwargs,
     ):

@@ -15,7 +15,7 @@ from typing import Any
 import keras
 from keras import ops
 
-from keras_attn._typing import Shape, Tensor
+from keras_attn._typing import Initializer, Shape, Tensor
 from keras_attn.layers.attention_pattern import AttentionPattern
 from keras_attn.utils.validation import (
     check_bool,
@@ -145,8 +145,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         logit_scale: str = "none",
         additive_mask: float | None = None,
         qk_scale: float | None = None,
-        kernel_initializer: str | keras.initializers.Initializer | dict = "glorot_uniform",
-        bias_initializer: str | keras.initializers.Initializer | dict = "zeros",
+        kernel_initializer: Initializer = "glorot_uniform",
+        bias_initializer: Initializer = "zeros",
         kernel_regularizer: str | keras.regularizers.Regularizer | dict | None = None,
         bias_regularizer: str | keras.regularizers.Regularizer | dict | None = None,
         seed: int | None = None,

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attn._typing import Tensor
+from keras_attn._typing import Initializer, Tensor
 from keras_attn.utils.validation import check_int, check_rank, feature_spec, renamed_config
 
 
@@ -40,7 +40,7 @@ class PatchEmbedding(keras.layers.Layer):
         self,
         patch_size: int,
         hidden_dim: int,
-        kernel_initializer: str | keras.initializers.Initializer | dict = "glorot_uniform",
+        kernel_initializer: Initializer = "glorot_uniform",
         **kwargs,
     ):
         super().__init__(**kwargs)

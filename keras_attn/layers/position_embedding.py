@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from keras_attn._typing import Tensor
+from keras_attn._typing import Initializer, Tensor
 from keras_attn.utils.validation import check_int, check_length, feature_spec
 
 
@@ -38,7 +38,7 @@ class PositionEmbedding(keras.layers.Layer):
     def __init__(
         self,
         max_length: int,
-        initializer: str | keras.initializers.Initializer | dict = "random_normal",
+        initializer: Initializer = "random_normal",
         **kwargs,
     ):
         super().__init__(**kwargs)
