@@ -88,8 +88,11 @@ setup(
         # Data loaders, plots, the tour and the paper reproductions.
         "reproduce": REPRODUCE,
         # Everything the test matrix (TensorFlow, JAX, torch), the linter and the docs need.
+        # The full `tensorflow` wheel (not `tensorflow-cpu`): KerasHub needs
+        # `tensorflow-text`, which requires it, and the tests build KerasHub models.
         "dev": [
-            f"tensorflow-cpu{TENSORFLOW}",
+            f"tensorflow{TENSORFLOW}",
+            "keras-hub>=0.32,<1",
             JAX,
             TORCH,
             *REPRODUCE,

