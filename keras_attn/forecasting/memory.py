@@ -211,9 +211,9 @@ def _plan_one(
     import jax
     import jax.numpy as jnp
 
-    from keras_attn.models.logsparse_forecaster import _attention_layer
+    from keras_attn.models.logsparse_forecaster import forecaster_attention
 
-    layer = _attention_layer(
+    layer = forecaster_attention(
         attention,
         hidden_dim // num_heads,
         num_heads=num_heads,

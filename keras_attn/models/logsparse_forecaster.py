@@ -115,7 +115,7 @@ def build_logsparse_forecaster(
     x = PositionEmbedding(max_length, name="position_embedding")(x)
     x = keras.layers.Dropout(dropout)(x)
     for index in range(num_layers):
-        attention_layer = _attention_layer(
+        attention_layer = forecaster_attention(
             attention,
             hidden_dim // num_heads,
             num_heads=num_heads,
@@ -135,9 +135,31 @@ def build_logsparse_forecaster(
     return keras.Model({"lagged_target": lagged, **covariates}, outputs, name=name)
 
 
-def _attention_layer(
-    attention, key_dim, num_heads, variant, local_window, subsequence_length, kernel_size
-):
+def forecaster_attention(
+    attention: str,
+    key_dim: int,
+    num_heads: int,
+    variant: str,
+    local_window: int | None,
+    subsequence_length: int | None,
+    kernel_size: int,
+) -> keras.layers.Layer:
+    """The attention layer of one block of `build_logsparse_forecaster`.
+
+    Also built on its own by `keras_attn.forecasting` to plan its memory.
+
+    Args:
+        attention: `"logsparse"` or `"full"` (convolutional self-attention).
+        key_dim: int, size of each head.
+        num_heads: int, number of heads.
+        variant: LogSparse variant, `"pure"`, `"local"` or `"restart"`.
+        local_window: int, the window of the `"local"` variant.
+        subsequence_length: int, the subsequence of the `"restart"` variant.
+        kernel_size: int, width of the causal convolution of queries and keys.
+
+    Returns:
+        An unbuilt `ConvolutionalSelfAttention` or `LogSparseAttention` named `"attention"`.
+    """
     if attention == "full":
         return ConvolutionalSelfAttention(
             num_heads, key_dim, kernel_size=kernel_size, name="attention"

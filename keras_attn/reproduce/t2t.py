@@ -40,9 +40,8 @@ import keras
 import numpy as np
 
 from keras_attn.datasets import AugmentedImages, load_fashion_mnist
-from keras_attn.models import build_t2t_vit
+from keras_attn.models import build_t2t_vit, count_macs
 from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
-from keras_attn.utils import count_macs
 from keras_attn.utils.training import (
     LIGHT_AUGMENTATION,
     WARMUP_COSINE_ADAMW,

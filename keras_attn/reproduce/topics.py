@@ -23,7 +23,7 @@ import keras
 import numpy as np
 
 from keras_attn.analysis.topic_structure import (
-    CONFIGURATIONS,
+    TOPIC_CONFIGURATIONS,
     attention_topic_statistics,
     block_gap,
     generate_lda_documents,
@@ -106,11 +106,11 @@ def synthetic_experiment(documents, epochs, seeds):
     Returns:
         dict `configuration -> summary` (see `_summary`).
     """
-    runs = {configuration: [] for configuration in CONFIGURATIONS}
+    runs = {configuration: [] for configuration in TOPIC_CONFIGURATIONS}
     for seed in seeds:
         corpus = generate_lda_documents(documents, seed=seed)
         probe = generate_lda_documents(PROBE_DOCUMENTS, seed=10_000 + seed)
-        for configuration in CONFIGURATIONS:
+        for configuration in TOPIC_CONFIGURATIONS:
             started = time.time()
             _, history = train_topic_model(
                 corpus, probe.tokens, epochs=epochs, seed=seed, configuration=configuration
@@ -309,7 +309,7 @@ def _figure(synthetic):
         ("embedding_gap", "Embedding inner product: same − different topic"),
     )
     figure, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-    for configuration, color in zip(CONFIGURATIONS, ("C0", "C1"), strict=True):
+    for configuration, color in zip(TOPIC_CONFIGURATIONS, ("C0", "C1"), strict=True):
         summary = synthetic[configuration]
         steps = np.array(summary["steps"])
         for axis, (name, title) in zip(axes, panels, strict=True):

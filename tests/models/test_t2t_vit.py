@@ -3,8 +3,7 @@ import numpy as np
 import pytest
 
 from keras_attn.layers import T2TModule, TokenPerformer, TokenTransformer
-from keras_attn.models import T2T_VIT_VARIANTS, build_t2t_vit, build_vision_transformer
-from keras_attn.utils import count_macs
+from keras_attn.models import T2T_VIT_VARIANTS, build_t2t_vit, build_vision_transformer, count_macs
 from keras_attn.utils.training import build_optimizer
 
 # Paper, Table 2 and 4: parameters (millions) and MACs (billions) at 224 px, 1000 classes.
