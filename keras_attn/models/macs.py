@@ -107,8 +107,8 @@ def _einsum_dense(layer, input_shape):
 @register_macs(PatchEmbedding)
 def _patch_embedding(layer, input_shape):
     channels = input_shape[3] if len(input_shape) == 4 else 1
-    patches = (input_shape[1] // layer.patch_size) * (input_shape[2] // layer.patch_size)
-    return patches * layer.patch_size**2 * channels * layer.hidden_dim
+    rows, columns = layer.output_grid(input_shape[1], input_shape[2])
+    return rows * columns * layer.patch_size**2 * channels * layer.hidden_dim
 
 
 @register_macs(MultiHeadSelfAttention)

@@ -116,7 +116,7 @@ def build_vision_transformer(
     patches = PatchEmbedding(patch_size, hidden_dim, name="patch_embedding")
     x = patches(images)  # (batch, patches, hidden_dim)
     x = ClassToken(name="class_token")(x)  # (batch, 1 + patches, hidden_dim)
-    grid = (image_shape[0] // patch_size, image_shape[1] // patch_size)
+    grid = patches.output_grid(*image_shape[:2])
     if position_embedding == "learned":
         x = PositionEmbedding(1 + grid[0] * grid[1], name="position_embedding")(x)
     else:

@@ -7,12 +7,7 @@ import numpy as np
 from keras import ops
 
 from keras_attn._optional import require
-
-
-def softmax(logits, axis=-1):
-    shifted = logits - logits.max(axis=axis, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / exp.sum(axis=axis, keepdims=True)
+from keras_attn.utils.numpy_math import softmax
 
 
 def self_attention_reference(

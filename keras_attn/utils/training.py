@@ -3,6 +3,7 @@
 import time
 
 import keras
+import numpy as np
 
 # Light augmentation, the arguments of `keras_attn.datasets.AugmentedImages`.
 LIGHT_AUGMENTATION = {"max_shift": 2, "flip": True}
@@ -70,6 +71,35 @@ def build_optimizer(model):
     """
     if model.built and not model.optimizer.built:
         model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def reset_optimizer(model):
+    """Sets every variable of a compiled model's optimizer back to zero.
+
+    With a learning-rate schedule, the state of Adam-family optimizers is
+    its iteration count and moments, so after the reset a compiled model
+    trains from new weights as a freshly compiled one would, without
+    compiling again. An optimizer that is not built yet is left alone.
+
+    Args:
+        model: a compiled `keras.Model`.
+
+    Returns:
+        `model`, for chaining.
+
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    >>> model.compile("adam", "mse")
+    >>> model.fit(np.ones((4, 3)), np.ones((4, 2)), verbose=0).history["loss"] != []
+    True
+    >>> int(reset_optimizer(model).optimizer.iterations)
+    0
+    """
+    if model.optimizer.built:
+        for variable in model.optimizer.variables:
+            variable.assign(np.zeros(variable.shape, variable.dtype))
     return model
 
 

@@ -10,6 +10,7 @@ from keras_attn.utils.training import (
     WARMUP_COSINE_ADAMW,
     build_optimizer,
     fit_with_test_curve,
+    reset_optimizer,
     warmup_cosine_adamw,
 )
 
@@ -82,3 +83,13 @@ def test_build_optimizer_leaves_an_unbuilt_model_to_fit():
     assert not build_optimizer(model).optimizer.built
     model.fit(np.ones((4, 3)), np.zeros((4, 2)), verbose=0)  # fit builds both
     assert model.optimizer.built
+
+
+def test_reset_optimizer_sets_the_iterations_and_moments_back_to_zero():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile("adam", "mse")
+    assert reset_optimizer(model) is model  # not built yet: left alone
+    model.fit(np.ones((4, 3)), np.zeros((4, 2)), batch_size=4, verbose=0)
+    assert int(model.optimizer.iterations) == 1
+    reset_optimizer(model)
+    assert all(not np.any(keras.ops.convert_to_numpy(v)) for v in model.optimizer.variables)
