@@ -112,7 +112,7 @@ def build_bert_encoder(
             dropout=dropout,
             mlp_hidden_dropout=0.0,
             attention_dropout=dropout,
-            norm_first=False,
+            normalize_first=False,
             layer_norm_epsilon=layer_norm_epsilon,
             activation="gelu",
             name=f"layer_{index}",
