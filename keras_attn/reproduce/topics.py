@@ -27,6 +27,7 @@ from keras_attn.analysis.topic_structure import (
     attention_topic_statistics,
     block_gap,
     generate_lda_documents,
+    take_off_step,
     topic_pair_means,
     train_topic_model,
 )
@@ -135,7 +136,7 @@ def _summary(histories, configuration):
     }  # name -> (seeds, steps)
     finals = [history[-1] for history in histories]
     take_off = {
-        name: [_take_off(history, CURVES[name]) for history in histories]
+        name: [take_off_step(history, CURVES[name]) for history in histories]
         for name in MOVING[configuration]
     }
     summary = {
@@ -174,14 +175,6 @@ def _summary(histories, configuration):
             )
         ]
     return summary
-
-
-def _take_off(history, statistic):
-    """First step where `statistic` reaches half of its final value."""
-    values = np.array([statistic(record) for record in history])
-    steps = [record["step"] for record in history]
-    reached = np.flatnonzero(values >= 0.5 * values[-1])
-    return int(steps[reached[0]]) if len(reached) else None
 
 
 def minilm_experiment(num_topics, words_per_topic, num_passages, seed):

@@ -4,7 +4,7 @@ What the word embeddings, the value matrix and the attention weights of a
 model from `build_topic_model` have learned of the topics.
 """
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import keras
@@ -245,3 +245,28 @@ class TopicStatisticsCallback(keras.callbacks.Callback):
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
         self.step += 1
         self._record_if_scheduled()
+
+
+def take_off_step(
+    history: list[dict[str, Any]], statistic: Callable[[dict[str, Any]], float]
+) -> int | None:
+    """The first recorded step at which a statistic reaches half of its final value.
+
+    Args:
+        history: records with a `"step"` key, in step order, such as the
+            history of `TopicStatisticsCallback`.
+        statistic: function from a record to the value followed.
+
+    Returns:
+        The step as an int, or `None` if no record reaches half the final value.
+
+    Example:
+
+    >>> history = [{"step": s, "x": v} for s, v in [(0, 0.0), (2, 1.0), (4, 2.5), (8, 4.0)]]
+    >>> take_off_step(history, lambda record: record["x"])
+    4
+    """
+    values = np.array([statistic(record) for record in history])
+    steps = [record["step"] for record in history]
+    reached = np.flatnonzero(values >= 0.5 * values[-1])
+    return int(steps[reached[0]]) if len(reached) else None
