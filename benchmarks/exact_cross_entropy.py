@@ -30,8 +30,8 @@ from keras_attn.utils import write_benchmark  # noqa: E402
 BUILDERS = {"parity": build_exact_parity_transformer, "first": build_exact_first_transformer}
 MODELS = {
     "no layer norm": {"layer_norm": False},
-    "layer norm, epsilon 0": {"layer_norm": True, "epsilon": 0.0},
-    "layer norm, epsilon 1e-5": {"layer_norm": True, "epsilon": 1e-5},
+    "layer norm, epsilon 0": {"layer_norm": True, "layer_norm_epsilon": 0.0},
+    "layer norm, epsilon 1e-5": {"layer_norm": True, "layer_norm_epsilon": 1e-5},
 }
 
 

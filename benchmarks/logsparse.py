@@ -99,6 +99,8 @@ def _jax_step(layer, dense, x):
     import jax
     import jax.numpy as jnp
 
+    from keras_attn.forecasting.memory import planned_peak_bytes
+
     def loss(weights, inputs):
         if dense:
             outputs = layer.stateless_call(weights, [], inputs, inputs, use_causal_mask=True)[0]
@@ -109,13 +111,7 @@ def _jax_step(layer, dense, x):
     weights = [v.value for v in layer.trainable_variables]
     inputs = jnp.asarray(x)
     compiled = jax.jit(jax.grad(loss)).lower(weights, inputs).compile()
-    analysis = compiled.memory_analysis()
-    planned = (
-        analysis.temp_size_in_bytes
-        + analysis.argument_size_in_bytes
-        + analysis.output_size_in_bytes
-        - analysis.alias_size_in_bytes
-    )
+    planned = planned_peak_bytes(compiled)
     return (lambda: jax.block_until_ready(compiled(weights, inputs))), planned
 
 

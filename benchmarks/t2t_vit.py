@@ -22,8 +22,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_attn.models import build_t2t_vit  # noqa: E402
-from keras_attn.utils import count_macs, finish_run, median_seconds  # noqa: E402
+from keras_attn.models import build_t2t_vit, count_macs  # noqa: E402
+from keras_attn.utils import finish_run, median_seconds  # noqa: E402
 
 
 def main():

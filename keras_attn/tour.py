@@ -36,7 +36,7 @@ def build_row_classifier(num_classes=10, hidden_dim=64, num_heads=4, rows=28, co
     images = keras.Input(shape=(rows, columns), name="images")
     x = keras.layers.Rescaling(1.0 / 255.0)(images)
     x = keras.layers.Dense(hidden_dim, name="row_embedding")(x)  # (batch, rows, hidden_dim)
-    x = PositionEmbedding(max_length=rows)(x)
+    x = PositionEmbedding(max_sequence_length=rows)(x)
     attended = MultiHeadSelfAttention(num_heads, hidden_dim // num_heads, dropout=0.1)(x)
     x = keras.layers.LayerNormalization()(x + attended)
     hidden = keras.layers.Dense(2 * hidden_dim, activation="gelu")(x)

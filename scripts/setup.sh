@@ -50,4 +50,4 @@ fi
 python -m pip check || echo "pip check failed: see the lines above." >&2
 if command -v pyenv >/dev/null; then pyenv rehash; fi
 echo "keras_attn is installed; data cache: $(python -c \
-  'from keras_attn.datasets._files import data_dir; print(data_dir())')"
+  'from keras_attn.datasets.data_cache import data_dir; print(data_dir())')"

@@ -15,9 +15,31 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attn.layers import PatchEmbedding, T2TModule, TokenTransformer, TransformerBlock
+from keras_attn.layers import (
+    PatchEmbedding,
+    PositionEmbedding,
+    T2TModule,
+    TokenTransformer,
+    TransformerBlock,
+)
+from keras_attn.models import (
+    build_decoder_language_model,
+    build_exact_first_transformer,
+    build_exact_parity_transformer,
+    build_logsparse_forecaster,
+)
 
-RETIRED = {"dim", "embed_dim", "depth", "mlp_dim", "mlp", "mlp_ratio", "num_blocks"}
+RETIRED = {
+    "dim",
+    "embed_dim",
+    "depth",
+    "mlp_dim",
+    "mlp",
+    "mlp_ratio",
+    "num_blocks",
+    "norm_first",
+    "epsilon",
+}
 PACKAGES = ("layers", "models", "analysis", "forecasting", "pruning", "pretrained")
 
 
@@ -62,6 +84,20 @@ RENAMED = {
         "mlp_dim",
         16,
     ),
+    "TransformerBlock normalize_first": (
+        TransformerBlock,
+        {"num_heads": 2, "intermediate_dim": 16, "normalize_first": False},
+        "normalize_first",
+        "norm_first",
+        False,
+    ),
+    "PositionEmbedding": (
+        PositionEmbedding,
+        {"max_sequence_length": 6},
+        "max_sequence_length",
+        "max_length",
+        6,
+    ),
 }
 
 
@@ -97,8 +133,9 @@ def test_a_bad_value_names_the_new_argument(name):
 
 
 RETIRED_KEYS = {
-    "PatchEmbedding": ("hidden_dim", "dim"),
-    "TransformerBlock": ("intermediate_dim", "mlp_dim"),
+    "PatchEmbedding": [("hidden_dim", "dim")],
+    "PositionEmbedding": [("max_sequence_length", "max_length")],
+    "TransformerBlock": [("intermediate_dim", "mlp_dim"), ("normalize_first", "norm_first")],
 }
 
 
@@ -110,8 +147,8 @@ def _retire_keys(config):
     if not isinstance(config, dict):
         return
     if config.get("class_name") in RETIRED_KEYS:
-        new, old = RETIRED_KEYS[config["class_name"]]
-        config["config"][old] = config["config"].pop(new)
+        for new, old in RETIRED_KEYS[config["class_name"]]:
+            config["config"][old] = config["config"].pop(new)
     for value in config.values():
         _retire_keys(value)
 
@@ -125,14 +162,16 @@ def _with_retired_keys(path, retired_path):
                 config = json.loads(data)
                 _retire_keys(config)
                 data = json.dumps(config).encode("utf-8")
-                assert b'"mlp_dim"' in data and b'"dim"' in data and b"intermediate_dim" not in data
+                assert b'"mlp_dim"' in data and b'"norm_first"' in data and b'"max_length"' in data
+                assert b"intermediate_dim" not in data and b"normalize_first" not in data
             target.writestr(item, data)
 
 
 def test_a_keras_file_saved_with_the_retired_keys_loads_with_its_weights(tmp_path):
     images = keras.Input((8, 8, 1))
     tokens = PatchEmbedding(4, 8)(images)  # (batch, 4, 8)
-    outputs = TransformerBlock(2, 16)(tokens)
+    tokens = PositionEmbedding(4)(tokens)
+    outputs = TransformerBlock(2, 16, normalize_first=False)(tokens)
     model = keras.Model(images, outputs)
     model.save(tmp_path / "model.keras")
     _with_retired_keys(tmp_path / "model.keras", tmp_path / "retired.keras")
@@ -140,3 +179,69 @@ def test_a_keras_file_saved_with_the_retired_keys_loads_with_its_weights(tmp_pat
     x = np.random.default_rng(0).normal(size=(2, 8, 8, 1)).astype("float32")
     np.testing.assert_allclose(loaded(x), model(x), rtol=1e-6, atol=1e-6)
     assert loaded.layers[-1].intermediate_dim == 16 and loaded.layers[1].hidden_dim == 8
+    assert loaded.layers[-1].normalize_first is False and loaded.layers[2].max_sequence_length == 4
+
+
+# Constructors and builders whose argument was renamed: the retired keyword
+# still works for one release, with a `DeprecationWarning`.
+DEPRECATED_KEYWORDS = {
+    "TransformerBlock": (
+        lambda **kw: TransformerBlock(2, 8, **kw).normalize_first,
+        "norm_first",
+        "normalize_first",
+        False,
+    ),
+    "PositionEmbedding": (
+        lambda **kw: PositionEmbedding(**kw).max_sequence_length,
+        "max_length",
+        "max_sequence_length",
+        5,
+    ),
+    "build_decoder_language_model": (
+        lambda **kw: (
+            build_decoder_language_model(10, hidden_dim=8, num_layers=1, num_heads=2, **kw)
+            .get_layer("position_embedding")
+            .max_sequence_length
+        ),
+        "max_length",
+        "max_sequence_length",
+        5,
+    ),
+    "build_logsparse_forecaster": (
+        lambda **kw: (
+            build_logsparse_forecaster(hidden_dim=8, num_layers=1, num_heads=2, **kw)
+            .get_layer("position_embedding")
+            .max_sequence_length
+        ),
+        "max_length",
+        "max_sequence_length",
+        5,
+    ),
+    "build_exact_parity_transformer": (
+        lambda **kw: build_exact_parity_transformer(layer_norm=True, **kw).layers[-2].epsilon,
+        "epsilon",
+        "layer_norm_epsilon",
+        1e-3,
+    ),
+    "build_exact_first_transformer": (
+        lambda **kw: build_exact_first_transformer(layer_norm=True, **kw).layers[-2].epsilon,
+        "epsilon",
+        "layer_norm_epsilon",
+        1e-3,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEPRECATED_KEYWORDS))
+def test_a_retired_keyword_still_works_with_a_deprecation_warning(name):
+    build, old, new, value = DEPRECATED_KEYWORDS[name]
+    with pytest.warns(DeprecationWarning, match=f"`{old}` is deprecated.*`{new}`"):
+        assert build(**{old: value}) == value
+    assert build(**{new: value}) == value
+    with pytest.raises(ValueError, match=f"pass only `{new}`. Received: {old}="):
+        build(**{old: value, new: value})
+
+
+def test_the_retired_norm_first_attribute_still_reads_normalize_first():
+    with pytest.warns(DeprecationWarning, match="`norm_first` is deprecated"):
+        assert TransformerBlock(2, 8, normalize_first=False).norm_first is False

@@ -27,10 +27,62 @@ def test_layers_import_no_backend():
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-def test_utils_lists_every_lazy_export():
+PACKAGE = LAYERS.parent
+# Kept for one release; it imports upward to re-export `keras_attn.models.macs`.
+DEPRECATED_ALIASES = {"utils/macs.py"}
+
+
+def _keras_attn_imports(path):
+    """`(module, names)` of each `from keras_attn... import names` in a file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.startswith("keras_attn")
+        ):
+            yield node.module, [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("keras_attn"):
+                    yield alias.name, []
+
+
+def _package_files():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE)
+        if len(relative.parts) > 1 and relative.as_posix() not in DEPRECATED_ALIASES:
+            yield relative.parts[0], path
+
+
+def test_utils_is_the_floor():
+    upward = {
+        str(path.relative_to(PACKAGE)): module
+        for package, path in _package_files()
+        if package == "utils"
+        for module, _ in _keras_attn_imports(path)
+        if module.split(".")[1] not in {"utils", "_typing", "_optional"}
+    }
+    assert upward == {}
+
+
+def test_no_private_name_crosses_packages():
+    offenders = []
+    for package, path in _package_files():
+        for module, names in _keras_attn_imports(path):
+            parts = module.split(".")
+            if len(parts) < 2 or parts[1] in {package, "_typing", "_optional"}:
+                continue
+            private = [part for part in parts[2:] if part.startswith("_")]
+            private += [name for name in names if name.startswith("_")]
+            if private:
+                offenders.append((str(path.relative_to(PACKAGE)), module, private))
+    assert offenders == []
+
+
+def test_utils_exports_are_callable():
     from keras_attn import utils
 
-    assert sorted(utils.__all__) == sorted(utils._EXPORTS)
     assert all(callable(getattr(utils, name)) for name in utils.__all__)
 
 

@@ -28,7 +28,7 @@ from keras_attn.datasets import (
     load_kjv_sections,
     load_mnist_5k,
 )
-from keras_attn.datasets._files import data_dir, find_package_file
+from keras_attn.datasets.data_cache import data_dir, find_package_file
 from keras_attn.utils import finish_run
 
 

@@ -18,7 +18,10 @@ from keras_attn.analysis.ffn_memories import (
 )
 from keras_attn.analysis.linear_probe import fit_linear_probe
 from keras_attn.analysis.topic_structure import (
-    CONFIGURATIONS,
+    CONFIGURATIONS as CONFIGURATIONS,  # the former name, kept for one release
+)
+from keras_attn.analysis.topic_structure import (
+    TOPIC_CONFIGURATIONS,
     TopicCorpus,
     TopicStatisticsCallback,
     attention_topic_statistics,
@@ -34,9 +37,9 @@ from keras_attn.analysis.topic_structure import (
 )
 
 __all__ = [
-    "CONFIGURATIONS",
     "FeedForwardSite",
     "MemoryAnalysis",
+    "TOPIC_CONFIGURATIONS",
     "TopicCorpus",
     "TopicStatisticsCallback",
     "analyze_memories",

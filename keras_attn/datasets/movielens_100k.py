@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from keras_attn.datasets._files import find_package_file
 from keras_attn.datasets._utils import check_count, read_numbers, whole_numbers
+from keras_attn.datasets.data_cache import find_package_file
 from keras_attn.datasets.errors import CorruptDataError
 
 _HEADER = ["user_id:token", "item_id:token", "rating:float", "timestamp:float"]

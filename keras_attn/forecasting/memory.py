@@ -44,8 +44,8 @@ def planned_attention_bytes(
     builds with the same arguments. The step is the gradient of
     `sum(output²)` with respect to the layer's weights on a
     `(batch_size, length, hidden_dim)` input, compiled with `jax.jit`; its plan is
-    temporaries + arguments + outputs − aliased bytes, as in
-    `benchmarks/logsparse.py`. Nothing is run.
+    temporaries + arguments + outputs − aliased bytes (`planned_peak_bytes`).
+    Nothing is run.
 
     With `budget_bytes`, only the lengths a bisection needs are planned
     (the plan grows with the length): the result then holds the longest
@@ -211,9 +211,9 @@ def _plan_one(
     import jax
     import jax.numpy as jnp
 
-    from keras_attn.models.logsparse_forecaster import _attention_layer
+    from keras_attn.models.logsparse_forecaster import forecaster_attention
 
-    layer = _attention_layer(
+    layer = forecaster_attention(
         attention,
         hidden_dim // num_heads,
         num_heads=num_heads,
@@ -229,7 +229,22 @@ def _plan_one(
     def loss(weights, x):
         return jnp.sum(jnp.square(layer.stateless_call(weights, [], x)[0]))
 
-    analysis = jax.jit(jax.grad(loss)).lower(weights, x).compile().memory_analysis()
+    return planned_peak_bytes(jax.jit(jax.grad(loss)).lower(weights, x).compile())
+
+
+def planned_peak_bytes(compiled: Any) -> int:
+    """XLA's planned peak bytes of a compiled JAX function.
+
+    Temporaries + arguments + outputs − aliased bytes of its buffer
+    assignment (`compiled.memory_analysis()`); nothing is run.
+
+    Args:
+        compiled: the result of `jax.jit(f).lower(...).compile()`.
+
+    Returns:
+        int, bytes.
+    """
+    analysis = compiled.memory_analysis()
     return (
         analysis.temp_size_in_bytes
         + analysis.argument_size_in_bytes

@@ -88,7 +88,7 @@ def train_forecaster(
     Example:
 
     ```python
-    model = build_logsparse_forecaster(max_length=192, hidden_dim=16, num_heads=4)
+    model = build_logsparse_forecaster(max_sequence_length=192, hidden_dim=16, num_heads=4)
     info = train_forecaster(model, values, covariates, 5000, 168, 24, windows=1024, epochs=6)
     ```
     """

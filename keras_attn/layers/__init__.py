@@ -15,8 +15,8 @@ from keras_attn.layers.log_sparse_pattern import LogSparsePattern
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.layers.patch_embedding import PatchEmbedding
 from keras_attn.layers.position_embedding import PositionEmbedding
-from keras_attn.layers.sin_cos_position_embedding import SinCosPositionEmbedding2D
 from keras_attn.layers.sin_cos_position_embedding_1d import SinCosPositionEmbedding1D
+from keras_attn.layers.sin_cos_position_embedding_2d import SinCosPositionEmbedding2D
 from keras_attn.layers.soft_split import SoftSplit
 from keras_attn.layers.t2t_module import T2TModule
 from keras_attn.layers.token_performer import TokenPerformer

@@ -15,6 +15,7 @@ from keras_attn._typing import Initializer, Tensor
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.fourier_filter import FourierFilter
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
+from keras_attn.utils.initializers import clone_initializer
 from keras_attn.utils.validation import (
     check_divisible,
     check_float,
@@ -168,7 +169,7 @@ class BSARecBlock(keras.layers.Layer):
                 dropout=self.attention_dropout,
                 attention_pattern="causal",
                 additive_mask=self.additive_mask,
-                kernel_initializer=self._initializer(),
+                kernel_initializer=clone_initializer(self.kernel_initializer),
                 seed=self.seed,
                 dtype=self.dtype_policy,
                 name="attention",
@@ -185,9 +186,6 @@ class BSARecBlock(keras.layers.Layer):
             self.dropout, seed=self.seed, dtype=self.dtype_policy
         )
 
-    def _initializer(self):
-        return self.kernel_initializer.__class__.from_config(self.kernel_initializer.get_config())
-
     def _built_norm(self, name, input_shape):
         norm = layer_norm(name, self.layer_norm_epsilon, self.dtype_policy)
         norm.build(input_shape)
@@ -197,7 +195,7 @@ class BSARecBlock(keras.layers.Layer):
         dense = keras.layers.Dense(
             units,
             activation=activation,
-            kernel_initializer=self._initializer(),
+            kernel_initializer=clone_initializer(self.kernel_initializer),
             dtype=self.dtype_policy,
             name=name,
         )

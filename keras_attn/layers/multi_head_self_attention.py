@@ -17,6 +17,7 @@ from keras import ops
 
 from keras_attn._typing import Initializer, Shape, Tensor
 from keras_attn.layers.attention_pattern import AttentionPattern
+from keras_attn.utils.initializers import clone_initializer
 from keras_attn.utils.validation import (
     check_bool,
     check_choice,
@@ -266,8 +267,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def projection_kwargs(self, name: str) -> dict[str, Any]:
         """Initializers (fresh copies), regularizers, dtype and name of a projection."""
         return {
-            "kernel_initializer": _fresh_copy(self.kernel_initializer),
-            "bias_initializer": _fresh_copy(self.bias_initializer),
+            "kernel_initializer": clone_initializer(self.kernel_initializer),
+            "bias_initializer": clone_initializer(self.bias_initializer),
             "kernel_regularizer": self.kernel_regularizer,
             "bias_regularizer": self.bias_regularizer,
             "dtype": self.dtype_policy,
@@ -616,10 +617,6 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             }
         )
         return config
-
-
-def _fresh_copy(initializer):
-    return initializer.__class__.from_config(initializer.get_config())
 
 
 def _slot_allowed(indices, valid, mask):

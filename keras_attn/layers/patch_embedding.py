@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_attn._typing import Initializer, Tensor
+from keras_attn.utils.grids import window_grid
 from keras_attn.utils.validation import check_int, check_rank, feature_spec, renamed_config
 
 
@@ -76,9 +77,13 @@ class PatchEmbedding(keras.layers.Layer):
         grid = patches.shape[1] * patches.shape[2]
         return ops.reshape(patches, (-1, grid, self.hidden_dim))  # (batch, h * w, hidden_dim)
 
+    def output_grid(self, height: int, width: int) -> tuple[int, int]:
+        """`(rows, columns)` of the patches of an image size."""
+        return window_grid(height, width, self.patch_size, self.patch_size)
+
     def compute_output_shape(self, input_shape):
-        grid = (input_shape[1] // self.patch_size) * (input_shape[2] // self.patch_size)
-        return (input_shape[0], grid, self.hidden_dim)
+        rows, columns = self.output_grid(input_shape[1], input_shape[2])
+        return (input_shape[0], rows * columns, self.hidden_dim)
 
     def get_config(self):
         config = super().get_config()

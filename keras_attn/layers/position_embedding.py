@@ -4,63 +4,70 @@ import keras
 from keras import ops
 
 from keras_attn._typing import Initializer, Tensor
-from keras_attn.utils.validation import check_int, check_length, feature_spec
+from keras_attn.utils.validation import (
+    check_int,
+    check_length,
+    feature_spec,
+    renamed_arguments,
+    renamed_config,
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class PositionEmbedding(keras.layers.Layer):
     """Adds a learned embedding of each position to a sequence.
 
-    Sequences shorter than `max_length` use the first positions of the table,
+    Sequences shorter than `max_sequence_length` use the first positions of the table,
     so one model serves several lengths. A longer sequence raises a
     `ValueError`, eagerly and when traced for compilation (its length is
     static then); only a length left unknown while tracing (a `None` axis of
     a TensorFlow SavedModel signature) is not checked.
 
     Args:
-        max_length: int, the longest sequence the table covers.
-        initializer: initializer of the `(max_length, dim)` table.
+        max_sequence_length: int, the longest sequence the table covers.
+        initializer: initializer of the `(max_sequence_length, dim)` table.
         **kwargs: base layer arguments, such as `name` and `dtype`.
 
     Call arguments:
-        inputs: tensor of shape `(batch, length, dim)`, `length <= max_length`.
+        inputs: tensor of shape `(batch, length, dim)`, `length <= max_sequence_length`.
 
     Returns:
         Tensor of the input's shape: `inputs + table[:length]`.
 
     Example:
 
-    >>> layer = PositionEmbedding(max_length=10)
+    >>> layer = PositionEmbedding(max_sequence_length=10)
     >>> layer(np.zeros((2, 4, 8))).shape
     (2, 4, 8)
     """
 
+    @renamed_arguments(max_length="max_sequence_length")
     def __init__(
         self,
-        max_length: int,
+        max_sequence_length: int,
         initializer: Initializer = "random_normal",
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.max_length = check_int("max_length", max_length)
+        self.max_sequence_length = check_int("max_sequence_length", max_sequence_length)
         self.initializer = keras.initializers.get(initializer)
         self.supports_masking = True
 
     def build(self, input_shape):
         self.input_spec = feature_spec(input_shape)
-        check_length("inputs", input_shape[1], "max_length", self.max_length)
+        check_length("inputs", input_shape[1], "max_sequence_length", self.max_sequence_length)
         self.embeddings = self.add_weight(
             name="embeddings",
-            shape=(self.max_length, input_shape[-1]),
+            shape=(self.max_sequence_length, input_shape[-1]),
             initializer=self.initializer,
         )
 
     def call(self, inputs: Tensor) -> Tensor:
-        check_length("inputs", inputs.shape[1], "max_length", self.max_length)
+        check_length("inputs", inputs.shape[1], "max_sequence_length", self.max_sequence_length)
         length = ops.shape(inputs)[1]
         table = ops.convert_to_tensor(self.embeddings)
         # A gather, not a slice: with a symbolic length (JAX export) a slice
-        # would have to prove `length <= max_length`, which it cannot.
+        # would have to prove `length <= max_sequence_length`, which it cannot.
         positions = ops.take(table, ops.arange(0, length), axis=0)  # (length, dim)
         return inputs + ops.cast(positions, inputs.dtype)[None]  # (batch, length, dim)
 
@@ -71,8 +78,13 @@ class PositionEmbedding(keras.layers.Layer):
         config = super().get_config()
         config.update(
             {
-                "max_length": self.max_length,
+                "max_sequence_length": self.max_sequence_length,
                 "initializer": keras.initializers.serialize(self.initializer),
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # Configs saved before the rename name the table size `max_length`.
+        return super().from_config(renamed_config(config, {"max_length": "max_sequence_length"}))

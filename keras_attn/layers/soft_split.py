@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_attn._typing import Tensor
+from keras_attn.utils.grids import window_grid
 from keras_attn.utils.validation import check_int
 
 
@@ -61,10 +62,7 @@ class SoftSplit(keras.layers.Layer):
 
     def output_grid(self, height: int, width: int) -> tuple[int, int]:
         """`(out_height, out_width)`, the window positions for an image size."""
-        return tuple(
-            (size + 2 * self.padding - self.kernel_size) // self.stride + 1
-            for size in (height, width)
-        )
+        return window_grid(height, width, self.kernel_size, self.stride, self.padding)
 
     def build(self, input_shape):
         if len(input_shape) not in (3, 4) or None in input_shape[1:3]:

@@ -13,6 +13,7 @@ from keras_attn._typing import Tensor
 from keras_attn.layers.soft_split import SoftSplit
 from keras_attn.layers.token_performer import TokenPerformer
 from keras_attn.layers.token_transformer import TokenTransformer
+from keras_attn.utils.grids import window_grid
 from keras_attn.utils.validation import (
     check_choice,
     check_int,
@@ -99,9 +100,7 @@ class T2TModule(keras.layers.Layer):
         """The `(rows, columns)` token grid after each of the three soft splits."""
         grids = []
         for kernel_size, stride, padding in self._split_settings():
-            height, width = (
-                (size + 2 * padding - kernel_size) // stride + 1 for size in (height, width)
-            )
+            height, width = window_grid(height, width, kernel_size, stride, padding)
             grids.append((height, width))
         return grids
 

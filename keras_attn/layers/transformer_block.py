@@ -1,14 +1,16 @@
 """A transformer encoder block on the library's attention core."""
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import keras
 from keras import ops
 
-from keras_attn._typing import Tensor
+from keras_attn._typing import Initializer, Tensor
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
+from keras_attn.utils.initializers import clone_initializer
 from keras_attn.utils.validation import (
     check_bool,
     check_divisible,
@@ -18,9 +20,12 @@ from keras_attn.utils.validation import (
     check_rate,
     check_shape,
     feature_spec,
+    renamed_arguments,
     renamed_config,
 )
 
+# Config keys of older `.keras` files: retired name -> current name.
+RENAMED_CONFIG_KEYS = {"mlp_dim": "intermediate_dim", "norm_first": "normalize_first"}
 # The arguments of the default attention that the block passes itself.
 BLOCK_ATTENTION_ARGUMENTS = frozenset({"num_heads", "key_dim", "dropout", "dtype", "name"})
 
@@ -29,7 +34,7 @@ BLOCK_ATTENTION_ARGUMENTS = frozenset({"num_heads", "key_dim", "dropout", "dtype
 class TransformerBlock(keras.layers.Layer):
     """Self-attention and a two-layer MLP, each with a residual connection.
 
-    Pre-norm (`norm_first=True`, as in ViT): `x + attn(LN(x))`, then
+    Pre-norm (`normalize_first=True`, as in ViT): `x + attn(LN(x))`, then
     `x + mlp(LN(x))`. Post-norm (as in BERT): `LN(x + attn(x))`, then
     `LN(x + mlp(x))`.
 
@@ -62,9 +67,14 @@ class TransformerBlock(keras.layers.Layer):
             activations. `None` uses `dropout` (ViT's placement); BERT and
             KerasHub's `TransformerEncoder` have none there (0).
         attention_dropout: float, dropout of the attention weights.
-        norm_first: bool, pre-norm if `True`, post-norm otherwise.
+        normalize_first: bool, pre-norm if `True`, post-norm otherwise (KerasHub's
+            name; `norm_first` is its deprecated former name).
         layer_norm_epsilon: float, epsilon of the layer norms.
         activation: activation of the MLP's hidden layer.
+        kernel_initializer: initializer of the MLP's kernels, cloned for each
+            of its two dense layers (as KerasHub's `TransformerEncoder` does).
+            The default attention's initializers are set in `attention_kwargs`.
+        bias_initializer: initializer of the MLP's biases, cloned likewise.
         attention_kwargs: dict of further `MultiHeadSelfAttention` arguments
             (for example `attention_pattern`, `logit_scale`, `use_bias`).
         attention: optional attention layer (an unbuilt layer instance, or
@@ -80,6 +90,10 @@ class TransformerBlock(keras.layers.Layer):
         inputs: `(batch, length, dim)`.
         mask: optional `(batch, length)` padding mask (Keras masking).
         head_mask: optional `(num_heads,)` or `(batch, num_heads)` head mask.
+        attention_mask: optional boolean `(batch, length, length)` mask passed
+            to the attention: `attention_mask[b, i, j]` allows query `i` to
+            attend to key `j` (as in `keras.layers.MultiHeadAttention` and
+            KerasHub's `TransformerEncoder`); combined with `mask`.
         attention_gate: optional `(batch,)` or `(batch, length)` multiplier of
             the attention branch before its residual addition (1 keeps the
             branch, 0 skips it). A hook for gated blocks such as AdaViT's.
@@ -106,6 +120,7 @@ class TransformerBlock(keras.layers.Layer):
         - [Huang et al., 2016](https://arxiv.org/abs/1603.09382) (drop path)
     """
 
+    @renamed_arguments(norm_first="normalize_first")
     def __init__(
         self,
         num_heads: int | None = None,
@@ -114,9 +129,11 @@ class TransformerBlock(keras.layers.Layer):
         dropout: float = 0.0,
         mlp_hidden_dropout: float | None = None,
         attention_dropout: float = 0.0,
-        norm_first: bool = True,
+        normalize_first: bool = True,
         layer_norm_epsilon: float = 1e-6,
         activation: str | Callable[[Tensor], Tensor] | None = "gelu",
+        kernel_initializer: Initializer = "glorot_uniform",
+        bias_initializer: Initializer = "zeros",
         attention_kwargs: dict[str, Any] | None = None,
         attention: keras.layers.Layer | dict | None = None,
         drop_path_rate: float = 0.0,
@@ -135,9 +152,11 @@ class TransformerBlock(keras.layers.Layer):
         if self.drop_path_rate > 0:
             self.drop_path_seed_generator = keras.random.SeedGenerator(self.seed)
         self.attention_dropout = check_rate("attention_dropout", attention_dropout)
-        self.norm_first = check_bool("norm_first", norm_first)
+        self.normalize_first = check_bool("normalize_first", normalize_first)
         self.layer_norm_epsilon = check_positive("layer_norm_epsilon", layer_norm_epsilon)
         self.activation = keras.activations.get(activation)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
         self.attention_kwargs = _checked_attention_kwargs(attention_kwargs)
         self._custom_attention = attention is not None
         if self._custom_attention:
@@ -145,6 +164,14 @@ class TransformerBlock(keras.layers.Layer):
             num_heads = self.attention.num_heads
         self.num_heads = check_int("num_heads", num_heads)
         self.supports_masking = True
+
+    @property
+    def norm_first(self) -> bool:
+        """Deprecated alias of `normalize_first`."""
+        warnings.warn(
+            "`norm_first` is deprecated; use `normalize_first`.", DeprecationWarning, stacklevel=2
+        )
+        return self.normalize_first
 
     def _checked_attention(self, attention, num_heads):
         if isinstance(attention, dict):
@@ -181,13 +208,8 @@ class TransformerBlock(keras.layers.Layer):
             "attention_norm", self.layer_norm_epsilon, self.dtype_policy
         )
         self.mlp_norm = layer_norm("mlp_norm", self.layer_norm_epsilon, self.dtype_policy)
-        self.mlp_hidden = keras.layers.Dense(
-            self.intermediate_dim,
-            activation=self.activation,
-            dtype=self.dtype_policy,
-            name="mlp_hidden",
-        )
-        self.mlp_output = keras.layers.Dense(dim, dtype=self.dtype_policy, name="mlp_output")
+        self.mlp_hidden = self._mlp_dense(self.intermediate_dim, self.activation, "mlp_hidden")
+        self.mlp_output = self._mlp_dense(dim, None, "mlp_output")
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
         self.mlp_hidden_dropout_layer = keras.layers.Dropout(
             self.mlp_hidden_dropout, dtype=self.dtype_policy
@@ -201,17 +223,28 @@ class TransformerBlock(keras.layers.Layer):
         self.mlp_hidden.build(input_shape)
         self.mlp_output.build((*input_shape[:-1], self.intermediate_dim))
 
-    def _attention_inputs(self, x, mask, head_mask):
+    def _mlp_dense(self, units, activation, name):
+        return keras.layers.Dense(
+            units,
+            activation=activation,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def _attention_inputs(self, x, mask, head_mask, attention_mask=None):
         """The attention's inputs and masks: `keras.layers.MultiHeadAttention` attends to `x`."""
+        extra = {} if attention_mask is None else {"attention_mask": attention_mask}
         if not isinstance(self.attention, keras.layers.MultiHeadAttention):
-            return (x,), {"mask": mask, "head_mask": head_mask}
+            return (x,), {"mask": mask, "head_mask": head_mask, **extra}
         if head_mask is not None:
             raise ValueError(
                 "`head_mask` needs an attention layer that takes one, which "
                 "`keras.layers.MultiHeadAttention` does not. "
                 f"Received: head_mask.shape={tuple(head_mask.shape)}"
             )
-        return (x, x), {"query_mask": mask, "value_mask": mask}
+        return (x, x), {"query_mask": mask, "value_mask": mask, **extra}
 
     def _check_attention_width(self, input_shape):
         inputs, masks = self._attention_inputs(keras.KerasTensor(input_shape), None, None)
@@ -240,13 +273,14 @@ class TransformerBlock(keras.layers.Layer):
         inputs: Tensor,
         mask: Tensor | None = None,
         head_mask: Tensor | None = None,
+        attention_mask: Tensor | None = None,
         attention_gate: Tensor | None = None,
         mlp_gate: Tensor | None = None,
         training: bool | None = None,
         return_attention_scores: bool = False,
     ) -> Tensor | tuple[Tensor, Tensor]:
-        x = self.attention_norm(inputs) if self.norm_first else inputs
-        attention_inputs, masks = self._attention_inputs(x, mask, head_mask)
+        x = self.attention_norm(inputs) if self.normalize_first else inputs
+        attention_inputs, masks = self._attention_inputs(x, mask, head_mask, attention_mask)
         attended = self.attention(
             *attention_inputs,
             **masks,
@@ -256,15 +290,15 @@ class TransformerBlock(keras.layers.Layer):
         attended, scores = attended if return_attention_scores else (attended, None)
         attended = self.dropout_layer(attended, training=training)  # (batch, length, dim)
         x = inputs + _gated(self._drop_path(attended, training), attention_gate, "attention_gate")
-        x = x if self.norm_first else self.attention_norm(x)
-        y = self.mlp_norm(x) if self.norm_first else x
+        x = x if self.normalize_first else self.attention_norm(x)
+        y = self.mlp_norm(x) if self.normalize_first else x
         y = self.mlp_hidden_dropout_layer(
             self.mlp_hidden(y), training=training
         )  # (.., intermediate_dim)
         y = self.mlp_output(y)  # (batch, length, dim)
         y = self._drop_path(self.dropout_layer(y, training=training), training)
         x = x + _gated(y, mlp_gate, "mlp_gate")
-        x = x if self.norm_first else self.mlp_norm(x)
+        x = x if self.normalize_first else self.mlp_norm(x)
         return (x, scores) if return_attention_scores else x
 
     def _drop_path(self, branch, training):
@@ -286,6 +320,7 @@ class TransformerBlock(keras.layers.Layer):
         inputs,
         mask=None,
         head_mask=None,
+        attention_mask=None,
         attention_gate=None,
         mlp_gate=None,
         training=None,
@@ -294,7 +329,7 @@ class TransformerBlock(keras.layers.Layer):
         output = keras.KerasTensor(inputs.shape, self.compute_dtype)
         if not return_attention_scores:
             return output
-        attention_inputs, masks = self._attention_inputs(inputs, mask, head_mask)
+        attention_inputs, masks = self._attention_inputs(inputs, mask, head_mask, attention_mask)
         _, scores = self.attention.compute_output_spec(
             *attention_inputs, **masks, return_attention_scores=True
         )
@@ -312,9 +347,11 @@ class TransformerBlock(keras.layers.Layer):
                 "drop_path_rate": self.drop_path_rate,
                 "seed": self.seed,
                 "attention_dropout": self.attention_dropout,
-                "norm_first": self.norm_first,
+                "normalize_first": self.normalize_first,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "activation": keras.activations.serialize(self.activation),
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "attention_kwargs": {
                     name: keras.saving.serialize_keras_object(value)
                     for name, value in self.attention_kwargs.items()
@@ -330,8 +367,7 @@ class TransformerBlock(keras.layers.Layer):
 
     @classmethod
     def from_config(cls, config):
-        # Configs saved before the rename name the MLP size `mlp_dim`.
-        return super().from_config(renamed_config(config, {"mlp_dim": "intermediate_dim"}))
+        return super().from_config(renamed_config(config, RENAMED_CONFIG_KEYS))
 
 
 def _checked_attention_kwargs(attention_kwargs):

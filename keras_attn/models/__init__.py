@@ -11,6 +11,7 @@ from keras_attn.models.exact_formal_languages import (
     build_exact_parity_transformer,
 )
 from keras_attn.models.logsparse_forecaster import build_logsparse_forecaster
+from keras_attn.models.macs import count_macs, layer_macs, register_macs
 from keras_attn.models.t2t_vit import T2T_VIT_VARIANTS, build_t2t_vit
 from keras_attn.models.vision_transformer import VIT_VARIANTS, build_vision_transformer
 
@@ -31,7 +32,10 @@ __all__ = [
     "build_sasrec",
     "build_t2t_vit",
     "build_vision_transformer",
+    "count_macs",
     "finetune_adavit",
     "finetune_vit",
+    "layer_macs",
     "pretrain_vit",
+    "register_macs",
 ]

@@ -9,7 +9,6 @@ import keras
 from keras import ops
 
 from keras_attn.layers import CheckedEmbedding, PositionEmbedding, TransformerBlock
-from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.utils.validation import check_heads, check_int, check_rate
 
 
@@ -99,7 +98,10 @@ def build_bert_encoder(
         inputs["head_mask"] = keras.Input(shape=(num_layers, num_heads), name="head_mask")
     padding_mask = inputs["padding_mask"]
     x = _embeddings(inputs, vocabulary_size, hidden_dim, max_sequence_length, num_segments)
-    x = layer_norm("embeddings_norm", layer_norm_epsilon)(x)  # (batch, length, hidden_dim)
+    embeddings_norm = keras.layers.LayerNormalization(
+        epsilon=layer_norm_epsilon, name="embeddings_norm"
+    )
+    x = embeddings_norm(x)  # (batch, length, hidden_dim)
     x = keras.layers.Dropout(dropout, name="embeddings_dropout")(x)
     hidden_states, attention_scores = [x], []
     for index in range(num_layers):
@@ -110,7 +112,7 @@ def build_bert_encoder(
             dropout=dropout,
             mlp_hidden_dropout=0.0,
             attention_dropout=dropout,
-            norm_first=False,
+            normalize_first=False,
             layer_norm_epsilon=layer_norm_epsilon,
             activation="gelu",
             name=f"layer_{index}",

@@ -96,7 +96,7 @@ def build_bit_string_classifier(
         x = TransformerBlock(
             num_heads,
             intermediate_dim,
-            norm_first=False,
+            normalize_first=False,
             layer_norm_epsilon=layer_norm_epsilon,
             activation="relu",
             attention_kwargs={"logit_scale": logit_scale},

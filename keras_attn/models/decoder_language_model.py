@@ -11,12 +11,13 @@ from collections.abc import Callable
 import keras
 
 from keras_attn.layers import CheckedEmbedding, PositionEmbedding, TransformerBlock
-from keras_attn.utils.validation import check_heads, check_int
+from keras_attn.utils.validation import check_heads, check_int, renamed_arguments
 
 
+@renamed_arguments(max_length="max_sequence_length")
 def build_decoder_language_model(
     vocabulary_size: int,
-    max_length: int,
+    max_sequence_length: int,
     hidden_dim: int = 128,
     num_layers: int = 4,
     num_heads: int = 4,
@@ -32,7 +33,7 @@ def build_decoder_language_model(
 
     Args:
         vocabulary_size: int, number of token ids (including padding 0).
-        max_length: int, longest input sequence.
+        max_sequence_length: int, longest input sequence.
         hidden_dim: int, model width, a multiple of `num_heads`.
         num_layers: int, number of transformer blocks.
         num_heads: int, attention heads per block.
@@ -62,14 +63,14 @@ def build_decoder_language_model(
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
     """
     vocabulary_size = check_int("vocabulary_size", vocabulary_size)
-    max_length = check_int("max_length", max_length)
+    max_sequence_length = check_int("max_sequence_length", max_sequence_length)
     num_layers = check_int("num_layers", num_layers)
     hidden_dim, num_heads = check_heads(hidden_dim, num_heads)
     tokens = keras.Input(shape=(None,), dtype="int32", name="tokens")
     x = CheckedEmbedding(
         vocabulary_size, hidden_dim, ids_name="tokens", mask_zero=True, name="token_embedding"
     )(tokens)  # (batch, length, hidden_dim)
-    x = PositionEmbedding(max_length, name="position_embedding")(x)
+    x = PositionEmbedding(max_sequence_length, name="position_embedding")(x)
     for index in range(num_layers):
         x = TransformerBlock(
             num_heads,

@@ -14,7 +14,7 @@ and the cross-entropy tends to 1 bit (Hahn's lemma). With layer norm the
 residual stream is mirrored, `[x, -x]`, so that its mean is zero and layer
 norm only rescales it; the last layer's feed-forward network cancels every
 dimension except the result, so that after the last layer norm (with
-`epsilon=0`) the CLS output has the same magnitude at every length.
+`layer_norm_epsilon=0`) the CLS output has the same magnitude at every length.
 """
 
 import keras
@@ -22,6 +22,7 @@ import numpy as np
 
 from keras_attn.layers.bit_string_features import BitStringFeatures
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
+from keras_attn.utils.validation import renamed_arguments
 
 # Dimensions of the PARITY residual stream (before mirroring).
 PARITY_DIM = 10
@@ -33,9 +34,10 @@ FIRST_DIM = 6
 F_BIT_ZERO, F_BIT_ONE, F_CLS, F_IS_FIRST, F_FIRST_IS_ONE, F_RESULT = 0, 1, 2, 3, 4, 5
 
 
+@renamed_arguments(epsilon="layer_norm_epsilon")
 def build_exact_parity_transformer(
     layer_norm: bool = False,
-    epsilon: float = 0.0,
+    layer_norm_epsilon: float = 0.0,
     output_scale: float = 1.0,
     name: str = "exact_parity",
 ) -> keras.Model:
@@ -54,7 +56,7 @@ def build_exact_parity_transformer(
     Args:
         layer_norm: bool, whether to add post-norm layer norms (and mirror
             the residual stream) after every residual connection.
-        epsilon: float, epsilon of the layer norms. With `0` the logit is
+        layer_norm_epsilon: float, epsilon of the layer norms. With `0` the logit is
             `±sqrt(10) * output_scale` at every length.
         output_scale: float, weight of the result dimension in the output
             layer; larger values drive the cross-entropy of the layer-norm
@@ -73,14 +75,14 @@ def build_exact_parity_transformer(
     References:
         - [Chiang & Cholak, 2022](https://arxiv.org/abs/2202.12172)
     """
-    _check_arguments(epsilon, output_scale)
+    _check_arguments(layer_norm_epsilon, output_scale)
     half = PARITY_DIM
     model = _build_two_layer_model(
         "parity",
         half,
         2,
         layer_norm,
-        epsilon,
+        layer_norm_epsilon,
         intermediate_dims=(3, 2 * half if layer_norm else 3),
         name=name,
     )
@@ -121,9 +123,10 @@ def build_exact_parity_transformer(
     return model
 
 
+@renamed_arguments(epsilon="layer_norm_epsilon")
 def build_exact_first_transformer(
     layer_norm: bool = False,
-    epsilon: float = 0.0,
+    layer_norm_epsilon: float = 0.0,
     output_scale: float = 1.0,
     attention_scale: float = 1.0,
     name: str = "exact_first",
@@ -146,7 +149,7 @@ def build_exact_first_transformer(
     Args:
         layer_norm: bool, whether to add post-norm layer norms (and mirror
             the residual stream) after every residual connection.
-        epsilon: float, epsilon of the layer norms. With `0` the logit is
+        layer_norm_epsilon: float, epsilon of the layer norms. With `0` the logit is
             `±sqrt(6) * output_scale` at every length.
         output_scale: float, weight of the result dimension in the output
             layer.
@@ -168,14 +171,14 @@ def build_exact_first_transformer(
     References:
         - [Chiang & Cholak, 2022](https://arxiv.org/abs/2202.12172)
     """
-    _check_arguments(epsilon, output_scale)
+    _check_arguments(layer_norm_epsilon, output_scale)
     half = FIRST_DIM
     model = _build_two_layer_model(
         "first",
         half,
         1,
         layer_norm,
-        epsilon,
+        layer_norm_epsilon,
         intermediate_dims=(1, 2 * half if layer_norm else 1),
         name=name,
     )
@@ -238,9 +241,12 @@ class _Mirror:
         return np.concatenate([kernel, -kernel], axis=-1)  # (..., 2 * half)
 
 
-def _check_arguments(epsilon, output_scale):
-    if epsilon < 0:
-        raise ValueError(f"`epsilon` must be non-negative. Received: epsilon={epsilon}")
+def _check_arguments(layer_norm_epsilon, output_scale):
+    if layer_norm_epsilon < 0:
+        raise ValueError(
+            "`layer_norm_epsilon` must be non-negative. "
+            f"Received: layer_norm_epsilon={layer_norm_epsilon}"
+        )
     if output_scale <= 0:
         raise ValueError(f"`output_scale` must be positive. Received: output_scale={output_scale}")
 

@@ -14,13 +14,14 @@ from keras_attn.layers.gaussian_head import GaussianHead
 from keras_attn.layers.log_sparse_attention import LogSparseAttention
 from keras_attn.layers.position_embedding import PositionEmbedding
 from keras_attn.layers.transformer_block import TransformerBlock
-from keras_attn.utils.validation import check_heads, check_int
+from keras_attn.utils.validation import check_heads, check_int, renamed_arguments
 
 ATTENTIONS = ("full", "logsparse")
 
 
+@renamed_arguments(max_length="max_sequence_length")
 def build_logsparse_forecaster(
-    max_length: int,
+    max_sequence_length: int,
     covariate_vocab_sizes: Mapping[str, int] | None = None,
     hidden_dim: int = 32,
     num_heads: int = 4,
@@ -51,7 +52,7 @@ def build_logsparse_forecaster(
     set) is left to the covariates: pass the series id as one.
 
     Args:
-        max_length: int, longest window (conditioning + forecast steps).
+        max_sequence_length: int, longest window (conditioning + forecast steps).
         covariate_vocab_sizes: dict `name -> number of values` of the
             integer covariates; each becomes an input named `name`. Defaults
             to `{"hour_of_day": 24, "day_of_week": 7}`.
@@ -79,7 +80,7 @@ def build_logsparse_forecaster(
 
     Example:
 
-    >>> model = build_logsparse_forecaster(max_length=48, hidden_dim=16, num_layers=1)
+    >>> model = build_logsparse_forecaster(max_sequence_length=48, hidden_dim=16, num_layers=1)
     >>> inputs = {"lagged_target": np.zeros((2, 48, 1)),
     ...           "hour_of_day": np.zeros((2, 48), "int32"),
     ...           "day_of_week": np.zeros((2, 48), "int32")}
@@ -93,7 +94,7 @@ def build_logsparse_forecaster(
         raise ValueError(
             f"`attention` must be one of {ATTENTIONS}. Received: attention={attention!r}"
         )
-    max_length = check_int("max_length", max_length)
+    max_sequence_length = check_int("max_sequence_length", max_sequence_length)
     num_layers = check_int("num_layers", num_layers)
     hidden_dim, num_heads = check_heads(hidden_dim, num_heads)
     if covariate_vocab_sizes is None:
@@ -112,10 +113,10 @@ def build_logsparse_forecaster(
         embedding = CheckedEmbedding(size, hidden_dim, ids_name=key, name=f"{key}_embedding")
         embedded = embedding(covariates[key])  # (batch, length, hidden_dim)
         x = keras.layers.Add(name=f"add_{key}")([x, embedded])
-    x = PositionEmbedding(max_length, name="position_embedding")(x)
+    x = PositionEmbedding(max_sequence_length, name="position_embedding")(x)
     x = keras.layers.Dropout(dropout)(x)
     for index in range(num_layers):
-        attention_layer = _attention_layer(
+        attention_layer = forecaster_attention(
             attention,
             hidden_dim // num_heads,
             num_heads=num_heads,
@@ -135,9 +136,31 @@ def build_logsparse_forecaster(
     return keras.Model({"lagged_target": lagged, **covariates}, outputs, name=name)
 
 
-def _attention_layer(
-    attention, key_dim, num_heads, variant, local_window, subsequence_length, kernel_size
-):
+def forecaster_attention(
+    attention: str,
+    key_dim: int,
+    num_heads: int,
+    variant: str,
+    local_window: int | None,
+    subsequence_length: int | None,
+    kernel_size: int,
+) -> keras.layers.Layer:
+    """The attention layer of one block of `build_logsparse_forecaster`.
+
+    Also built on its own by `keras_attn.forecasting` to plan its memory.
+
+    Args:
+        attention: `"logsparse"` or `"full"` (convolutional self-attention).
+        key_dim: int, size of each head.
+        num_heads: int, number of heads.
+        variant: LogSparse variant, `"pure"`, `"local"` or `"restart"`.
+        local_window: int, the window of the `"local"` variant.
+        subsequence_length: int, the subsequence of the `"restart"` variant.
+        kernel_size: int, width of the causal convolution of queries and keys.
+
+    Returns:
+        An unbuilt `ConvolutionalSelfAttention` or `LogSparseAttention` named `"attention"`.
+    """
     if attention == "full":
         return ConvolutionalSelfAttention(
             num_heads, key_dim, kernel_size=kernel_size, name="attention"

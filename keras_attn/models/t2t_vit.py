@@ -22,7 +22,7 @@ from keras_attn.layers import (
     T2TModule,
     TransformerBlock,
 )
-from keras_attn.models.vision_transformer import drop_path_rates, variant_sizes
+from keras_attn.models.variants import drop_path_rates, variant_sizes
 from keras_attn.utils.validation import check_choice, check_heads, check_image_shape, check_int
 
 

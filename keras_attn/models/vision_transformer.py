@@ -17,7 +17,8 @@ from keras_attn.layers import (
     SinCosPositionEmbedding2D,
     TransformerBlock,
 )
-from keras_attn.utils.validation import check_heads, check_image_shape, check_int, check_rate
+from keras_attn.models.variants import drop_path_rates, variant_sizes
+from keras_attn.utils.validation import check_heads, check_image_shape, check_int
 
 POSITION_EMBEDDINGS = ("learned", "sincos")
 VIT_VARIANTS = {
@@ -29,58 +30,6 @@ VIT_VARIANTS = {
 # The sizes of `variant=None`: a small ViT for images of about 32 pixels,
 # whose MLP is twice its width (`intermediate_dim` defaults to `2 * hidden_dim`).
 DEFAULT_SIZES = {"hidden_dim": 64, "num_layers": 4, "num_heads": 4}
-
-
-def variant_sizes(variants, variant, **given):
-    """The sizes of a registered variant, overridden by the sizes that are given.
-
-    Args:
-        variants: dict `variant name -> dict of sizes`, a registry such as
-            `VIT_VARIANTS` or `T2T_VIT_VARIANTS`.
-        variant: a key of `variants`, or `None` for no registered sizes.
-        **given: sizes passed by the caller; those that are `None` keep the
-            variant's.
-
-    Returns:
-        A new dict of sizes.
-
-    Example:
-
-    >>> variant_sizes(VIT_VARIANTS, "vit_small", num_layers=6, hidden_dim=None)
-    {'hidden_dim': 384, 'num_layers': 6, 'num_heads': 6, 'intermediate_dim': 1536}
-    """
-    if variant is not None and variant not in variants:
-        raise ValueError(
-            f"`variant` must be one of {sorted(variants)} or None. Received: variant={variant!r}"
-        )
-    sizes = dict(variants.get(variant, {}))
-    sizes.update({name: value for name, value in given.items() if value is not None})
-    return sizes
-
-
-def drop_path_rates(drop_path_rate, num_layers):
-    """Per-block drop-path rates rising linearly from 0 to `drop_path_rate`.
-
-    The stochastic-depth schedule of the official ViT-family code (and timm):
-    block `i` of `num_layers` gets `drop_path_rate * i / (num_layers - 1)`, so the
-    first block is never dropped and the last at the full rate.
-
-    Args:
-        drop_path_rate: float in `[0, 1)`, the rate of the last block.
-        num_layers: int, number of blocks.
-
-    Returns:
-        A list of `num_layers` floats.
-
-    Example:
-
-    >>> drop_path_rates(0.1, 3)
-    [0.0, 0.05, 0.1]
-    """
-    drop_path_rate = check_rate("drop_path_rate", drop_path_rate)
-    if num_layers == 1:
-        return [0.0]
-    return [drop_path_rate * index / (num_layers - 1) for index in range(num_layers)]
 
 
 def build_vision_transformer(
@@ -167,7 +116,7 @@ def build_vision_transformer(
     patches = PatchEmbedding(patch_size, hidden_dim, name="patch_embedding")
     x = patches(images)  # (batch, patches, hidden_dim)
     x = ClassToken(name="class_token")(x)  # (batch, 1 + patches, hidden_dim)
-    grid = (image_shape[0] // patch_size, image_shape[1] // patch_size)
+    grid = patches.output_grid(*image_shape[:2])
     if position_embedding == "learned":
         x = PositionEmbedding(1 + grid[0] * grid[1], name="position_embedding")(x)
     else:

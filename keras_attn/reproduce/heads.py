@@ -38,6 +38,7 @@ from keras_attn.pruning import (
 from keras_attn.reproduce._run import choose_setting, finish
 from keras_attn.text import WordPieceTokenizer
 from keras_attn.utils import bootstrap_interval
+from keras_attn.utils.training import inference_function
 from keras_attn.utils.validation import int_option
 
 NAME = "heads"
@@ -189,7 +190,7 @@ class PruningTask:
         )
         self.importance_batches = self._batches(self.train_texts[chosen], self.train_labels[chosen])
         self.test_batches = self._batches(self.test_texts, self.test_labels)
-        self._predict = _compiled(classifier)
+        self._predict = inference_function(classifier)
 
     @classmethod
     def create(cls, setting, seed):
@@ -275,15 +276,6 @@ class PruningTask:
             x["head_mask"] = np.ones((len(chosen), self.num_layers, self.num_heads), "float32")
             batches.append((x, labels[chosen]))
         return batches
-
-
-def _compiled(model):
-    """`model`'s inference: a `tf.function` on TensorFlow, `predict_on_batch` elsewhere."""
-    if keras.backend.backend() != "tensorflow":
-        return model.predict_on_batch
-    import tensorflow as tf
-
-    return tf.function(model, reduce_retracing=True)
 
 
 def _negated(scores):

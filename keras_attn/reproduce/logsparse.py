@@ -169,7 +169,7 @@ def train_model(name, values, covariates, train_end, context, seed, config):
     attention, kernel_size = MODELS[name]
     keras.utils.set_random_seed(seed)
     model = build_logsparse_forecaster(
-        max_length=context + HORIZON,
+        max_sequence_length=context + HORIZON,
         hidden_dim=config["hidden_dim"],
         num_heads=NUM_HEADS,
         num_layers=config["num_layers"],

@@ -29,12 +29,18 @@ from keras_attn.datasets import AugmentedImages, load_cifar10, load_fashion_mnis
 from keras_attn.initializers import MimeticInitializer, apply_mimetic_init
 from keras_attn.models import build_vision_transformer
 from keras_attn.pretrained import load_minilm_weights
-from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
+from keras_attn.reproduce._run import (
+    choose_setting,
+    finish,
+    mean_and_std,
+    standardized_subsets,
+)
 from keras_attn.utils import finish_run
 from keras_attn.utils.training import (
     LIGHT_AUGMENTATION,
     WARMUP_COSINE_ADAMW,
     fit_with_test_curve,
+    reset_optimizer,
     warmup_cosine_adamw,
 )
 from keras_attn.utils.validation import int_option
@@ -208,11 +214,7 @@ def load_data(train_size, test_size, dataset="fashion_mnist"):
         `(n, 28, 28)` for Fashion-MNIST and `(n, 32, 32, 3)` for CIFAR-10.
     """
     loader = load_cifar10 if dataset == "cifar10" else load_fashion_mnist
-    (x_train, y_train), (x_test, y_test) = loader()
-    x_train = x_train[:train_size].astype("float32") / 255.0
-    x_test = x_test[:test_size].astype("float32") / 255.0
-    mean, std = x_train.mean(), x_train.std()
-    return (x_train - mean) / std, y_train[:train_size], (x_test - mean) / std, y_test[:test_size]
+    return standardized_subsets(loader(), train_size, test_size)
 
 
 def build_model(chosen, position_embedding, image_shape=(28, 28)):
@@ -301,9 +303,7 @@ def reset(model, chosen, position_embedding, seed, init):
     model.set_weights(build_model(chosen, position_embedding, image_shape).get_weights())
     if init == "mimetic":
         apply_mimetic_init(model, MimeticInitializer(seed=seed))
-    if model.optimizer.built:
-        for variable in model.optimizer.variables:
-            variable.assign(np.zeros(variable.shape, variable.dtype))
+    reset_optimizer(model)
     keras.utils.set_random_seed(seed)
 
 

@@ -40,13 +40,18 @@ import keras
 import numpy as np
 
 from keras_attn.datasets import AugmentedImages, load_fashion_mnist
-from keras_attn.models import build_t2t_vit
-from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
-from keras_attn.utils import count_macs
+from keras_attn.models import build_t2t_vit, count_macs
+from keras_attn.reproduce._run import (
+    choose_setting,
+    finish,
+    mean_and_std,
+    standardized_subsets,
+)
 from keras_attn.utils.training import (
     LIGHT_AUGMENTATION,
     WARMUP_COSINE_ADAMW,
     fit_with_test_curve,
+    reset_optimizer,
     warmup_cosine_adamw,
 )
 from keras_attn.utils.validation import check_choice, int_option
@@ -250,11 +255,8 @@ def load_data(train_size, test_size):
     Returns:
         `(x_train, y_train, x_test, y_test)`, images float32 `(n, 28, 28)`.
     """
-    (x_train, y_train), (x_test, y_test) = load_fashion_mnist(limit=max(train_size, test_size))
-    x_train = x_train[:train_size].astype("float32") / 255.0
-    x_test = x_test[:test_size].astype("float32") / 255.0
-    mean, std = x_train.mean(), x_train.std()
-    return (x_train - mean) / std, y_train[:train_size], (x_test - mean) / std, y_test[:test_size]
+    splits = load_fashion_mnist(limit=max(train_size, test_size))
+    return standardized_subsets(splits, train_size, test_size)
 
 
 def build_model(name, seed=None):
@@ -325,9 +327,7 @@ def reset(model, name, seed):
         for layer in backbone_layers(build_model(tokenizers[1], seed)):
             fresh.get_layer(layer.name).set_weights(layer.get_weights())
     model.set_weights(fresh.get_weights())
-    if model.optimizer.built:
-        for variable in model.optimizer.variables:
-            variable.assign(np.zeros(variable.shape, variable.dtype))
+    reset_optimizer(model)
     keras.utils.set_random_seed(seed)  # the dropout of the Performer token layers
 
 

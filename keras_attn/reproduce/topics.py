@@ -23,10 +23,11 @@ import keras
 import numpy as np
 
 from keras_attn.analysis.topic_structure import (
-    CONFIGURATIONS,
+    TOPIC_CONFIGURATIONS,
     attention_topic_statistics,
     block_gap,
     generate_lda_documents,
+    take_off_step,
     topic_pair_means,
     train_topic_model,
 )
@@ -106,11 +107,11 @@ def synthetic_experiment(documents, epochs, seeds):
     Returns:
         dict `configuration -> summary` (see `_summary`).
     """
-    runs = {configuration: [] for configuration in CONFIGURATIONS}
+    runs = {configuration: [] for configuration in TOPIC_CONFIGURATIONS}
     for seed in seeds:
         corpus = generate_lda_documents(documents, seed=seed)
         probe = generate_lda_documents(PROBE_DOCUMENTS, seed=10_000 + seed)
-        for configuration in CONFIGURATIONS:
+        for configuration in TOPIC_CONFIGURATIONS:
             started = time.time()
             _, history = train_topic_model(
                 corpus, probe.tokens, epochs=epochs, seed=seed, configuration=configuration
@@ -135,7 +136,7 @@ def _summary(histories, configuration):
     }  # name -> (seeds, steps)
     finals = [history[-1] for history in histories]
     take_off = {
-        name: [_take_off(history, CURVES[name]) for history in histories]
+        name: [take_off_step(history, CURVES[name]) for history in histories]
         for name in MOVING[configuration]
     }
     summary = {
@@ -174,14 +175,6 @@ def _summary(histories, configuration):
             )
         ]
     return summary
-
-
-def _take_off(history, statistic):
-    """First step where `statistic` reaches half of its final value."""
-    values = np.array([statistic(record) for record in history])
-    steps = [record["step"] for record in history]
-    reached = np.flatnonzero(values >= 0.5 * values[-1])
-    return int(steps[reached[0]]) if len(reached) else None
 
 
 def minilm_experiment(num_topics, words_per_topic, num_passages, seed):
@@ -309,7 +302,7 @@ def _figure(synthetic):
         ("embedding_gap", "Embedding inner product: same − different topic"),
     )
     figure, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-    for configuration, color in zip(CONFIGURATIONS, ("C0", "C1"), strict=True):
+    for configuration, color in zip(TOPIC_CONFIGURATIONS, ("C0", "C1"), strict=True):
         summary = synthetic[configuration]
         steps = np.array(summary["steps"])
         for axis, (name, title) in zip(axes, panels, strict=True):

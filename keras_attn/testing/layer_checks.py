@@ -1,13 +1,10 @@
 """The contract every keras_attn layer honours, as reusable test checks.
 
 Each layer's test module builds one `LayerChecks` and runs every check in
-`LayerChecks.CHECKS`, usually through `pytest.mark.parametrize`:
+`LayerChecks.CHECKS`, through the parametrized test of `contract_test`:
 
     CHECKS = LayerChecks(MyLayer, {"units": 4}, input_shape=(2, 5, 8))
-
-    @pytest.mark.parametrize("check", LayerChecks.CHECKS)
-    def test_layer_contract(check, tmp_path):
-        CHECKS.run(check, tmp_path)
+    test_layer_contract = LayerChecks.contract_test(CHECKS)
 """
 
 import atexit
@@ -149,6 +146,40 @@ class LayerChecks:
         self.atol = atol
         self.num_params = num_params
         self.mixed_precision_on_jax = mixed_precision_on_jax
+
+    @staticmethod
+    def contract_test(
+        checks: "LayerChecks | Mapping[str, LayerChecks]", only: Sequence[str] | None = None
+    ) -> Any:
+        """A pytest test function that runs the contract, one test per layer and check.
+
+        Args:
+            checks: a `LayerChecks`, or a dict `name -> LayerChecks` for
+                several layers (or configurations) of one test module.
+            only: names of the checks to run; all of `CHECKS` by default.
+
+        Returns:
+            A test function parametrized over `layer` and `check`; assign it
+            to a `test_...` name of the test module.
+
+        Example:
+
+        ```python
+        CHECKS = LayerChecks(MyLayer, {"units": 4}, input_shape=(2, 5, 8))
+        test_layer_contract = LayerChecks.contract_test(CHECKS)
+        ```
+        """
+        import pytest  # only test modules call this
+
+        if isinstance(checks, LayerChecks):
+            checks = {checks.layer_cls.__name__: checks}
+
+        @pytest.mark.parametrize("check", LayerChecks.CHECKS if only is None else tuple(only))
+        @pytest.mark.parametrize("layer", sorted(checks))
+        def test_contract(layer, check, tmp_path):
+            checks[layer].run(check, tmp_path)
+
+        return test_contract
 
     def run(self, check: str, tmp_path: pathlib.Path) -> None:
         """Runs the check named `check`; `tmp_path` is a scratch folder."""

@@ -7,12 +7,7 @@ import numpy as np
 from keras import ops
 
 from keras_attn._optional import require
-
-
-def softmax(logits, axis=-1):
-    shifted = logits - logits.max(axis=axis, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / exp.sum(axis=axis, keepdims=True)
+from keras_attn.utils.numpy_math import softmax
 
 
 def self_attention_reference(
@@ -72,7 +67,7 @@ def self_attention_reference(
     return output, weights
 
 
-def transformer_block_reference(x, block, mask=None, head_mask=None):
+def transformer_block_reference(x, block, mask=None, head_mask=None, attention_mask=None):
     """A `TransformerBlock` at inference in numpy with the weights of `block`.
 
     Pre-norm: `h = x + attn(LN(x))`, `h + mlp(LN(h))`; post-norm:
@@ -85,12 +80,17 @@ def transformer_block_reference(x, block, mask=None, head_mask=None):
             `MultiHeadSelfAttention` (dense pattern, default scale).
         mask: optional `(batch, length)` padding mask, nonzero at real tokens.
         head_mask: `(heads,)` or `(batch, heads)` multipliers of head outputs.
+        attention_mask: optional `(batch, length, length)` mask, nonzero where a
+            query may attend to a key; combined with `mask`.
 
     Returns:
         `(batch, length, dim)` float64 array.
     """
     x = _numpy(x).astype("float64")
     allowed = None if mask is None else _numpy(mask)[:, None, None, :] > 0  # (batch, 1, 1, keys)
+    if attention_mask is not None:
+        pairs = _numpy(attention_mask)[:, None] > 0  # (batch, 1, queries, keys)
+        allowed = pairs if allowed is None else allowed & pairs
     activation = numpy_activation(block.activation)
 
     def attention(h):
@@ -106,7 +106,7 @@ def transformer_block_reference(x, block, mask=None, head_mask=None):
     def mlp_norm(h):
         return _layer_norm_of(block.mlp_norm, h)
 
-    if block.norm_first:
+    if block.normalize_first:
         h = x + attention(attention_norm(x))  # (batch, length, dim)
         return h + mlp(mlp_norm(h))
     h = attention_norm(x + attention(x))  # (batch, length, dim)

@@ -1,55 +1,29 @@
-"""Small utilities shared by the command line, reproductions and notebooks."""
+"""Small utilities shared by the command line, reproductions and notebooks.
 
-import importlib
-import typing
+The floor of the package: it imports nothing else of keras_attn, so every
+other package may import it. (The MAC counter, which reads the layers, is in
+`keras_attn.models`.)
+"""
 
-if typing.TYPE_CHECKING:  # the same names, for type checkers and the API docs
-    from keras_attn.utils.bootstrap import bootstrap_interval
-    from keras_attn.utils.macs import count_macs, layer_macs, register_macs
-    from keras_attn.utils.model_layers import find_layers
-    from keras_attn.utils.results import (
-        finish_run,
-        is_small_run,
-        run_metadata,
-        write_benchmark,
-        write_results,
-    )
-    from keras_attn.utils.timing import batch_latency_ms, median_seconds
-
-# Loaded on first use: the layers import `keras_attn.utils.validation`, and
-# `macs` imports the layers, so an eager import here would be circular.
-_EXPORTS = {
-    "batch_latency_ms": "timing",
-    "bootstrap_interval": "bootstrap",
-    "count_macs": "macs",
-    "find_layers": "model_layers",
-    "finish_run": "results",
-    "is_small_run": "results",
-    "layer_macs": "macs",
-    "median_seconds": "timing",
-    "register_macs": "macs",
-    "run_metadata": "results",
-    "write_benchmark": "results",
-    "write_results": "results",
-}
+from keras_attn.utils.bootstrap import bootstrap_interval
+from keras_attn.utils.model_layers import find_layers
+from keras_attn.utils.results import (
+    finish_run,
+    is_small_run,
+    run_metadata,
+    write_benchmark,
+    write_results,
+)
+from keras_attn.utils.timing import batch_latency_ms, median_seconds
 
 __all__ = [
     "batch_latency_ms",
     "bootstrap_interval",
-    "count_macs",
     "find_layers",
     "finish_run",
     "is_small_run",
-    "layer_macs",
     "median_seconds",
-    "register_macs",
     "run_metadata",
     "write_benchmark",
     "write_results",
 ]
-
-
-def __getattr__(name):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)

@@ -3,6 +3,7 @@
 import time
 
 import keras
+import numpy as np
 
 # Light augmentation, the arguments of `keras_attn.datasets.AugmentedImages`.
 LIGHT_AUGMENTATION = {"max_shift": 2, "flip": True}
@@ -73,6 +74,35 @@ def build_optimizer(model):
     return model
 
 
+def reset_optimizer(model):
+    """Sets every variable of a compiled model's optimizer back to zero.
+
+    With a learning-rate schedule, the state of Adam-family optimizers is
+    its iteration count and moments, so after the reset a compiled model
+    trains from new weights as a freshly compiled one would, without
+    compiling again. An optimizer that is not built yet is left alone.
+
+    Args:
+        model: a compiled `keras.Model`.
+
+    Returns:
+        `model`, for chaining.
+
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    >>> model.compile("adam", "mse")
+    >>> model.fit(np.ones((4, 3)), np.ones((4, 2)), verbose=0).history["loss"] != []
+    True
+    >>> int(reset_optimizer(model).optimizer.iterations)
+    0
+    """
+    if model.optimizer.built:
+        for variable in model.optimizer.variables:
+            variable.assign(np.zeros(variable.shape, variable.dtype))
+    return model
+
+
 def fit_with_test_curve(model, batches, evaluations, curve_test, test):
     """Trains `model` for `evaluations` epochs of `batches`, measuring test accuracy.
 
@@ -123,3 +153,28 @@ def fit_with_test_curve(model, batches, evaluations, curve_test, test):
         "train_accuracy": [float(value) for value in history.history["accuracy"]],
         "seconds": time.perf_counter() - start,
     }
+
+
+def inference_function(model):
+    """A function running `model` at inference, compiled once for repeated calls.
+
+    A `tf.function` (retracing only when the shapes change) on TensorFlow;
+    `model.predict_on_batch` on the other backends.
+
+    Args:
+        model: a `keras.Model`.
+
+    Returns:
+        A function from the model's inputs to its outputs.
+
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    >>> tuple(inference_function(model)(np.ones((4, 3), "float32")).shape)
+    (4, 2)
+    """
+    if keras.backend.backend() != "tensorflow":
+        return model.predict_on_batch
+    import tensorflow as tf
+
+    return tf.function(model, reduce_retracing=True)

@@ -12,11 +12,14 @@ while it parses, before anything runs.
 """
 
 import argparse
+import functools
+import inspect
 import math
 import numbers
 import os
 import pathlib
 import tempfile
+import warnings
 
 import keras
 import numpy as np
@@ -311,6 +314,57 @@ def renamed_config(config, renamed):
             )
         config[new] = config.pop(old)
     return config
+
+
+def renamed_arguments(**renamed):
+    """Decorator: a function or constructor still takes its retired argument names.
+
+    Each `old=new` pair lets callers pass `old`, with a `DeprecationWarning`,
+    for one release after the rename; passing both names raises.
+
+    Args:
+        **renamed: `old_name="new_name"` pairs.
+
+    Returns:
+        The decorator.
+
+    Example:
+
+    >>> @renamed_arguments(max_length="max_sequence_length")
+    ... def build(max_sequence_length=8):
+    ...     return max_sequence_length
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     build(max_length=4)
+    4
+    """
+
+    def decorate(function):
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            for old, new in renamed.items():
+                if old not in kwargs:
+                    continue
+                if new in kwargs:
+                    raise ValueError(
+                        f"`{old}` is the former name of `{new}`; pass only `{new}`. "
+                        f"Received: {old}={kwargs[old]!r}, {new}={kwargs[new]!r}"
+                    )
+                warnings.warn(
+                    f"`{old}` is deprecated and will be removed in the next release; use `{new}`.",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                kwargs[new] = kwargs.pop(old)
+            return function(*args, **kwargs)
+
+        # Keras reads a layer constructor's argument list without following
+        # `__wrapped__`, so the wrapper states the signature it forwards to.
+        wrapper.__signature__ = inspect.signature(function)
+        return wrapper
+
+    return decorate
 
 
 def int_option(minimum=1, maximum=None):

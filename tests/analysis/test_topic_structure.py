@@ -16,7 +16,7 @@ from keras_attn.analysis import (
     value_word_matrix,
     word_embeddings,
 )
-from keras_attn.analysis.topic_structure import FIRST_WORD_ID, MASK_ID, PAD_ID
+from keras_attn.analysis.topic_structure import FIRST_WORD_ID, MASK_ID, PAD_ID, take_off_step
 from keras_attn.layers import MultiHeadSelfAttention
 
 
@@ -265,3 +265,8 @@ def test_bad_arguments():
         build_topic_model(12, hidden_dim=8, configuration="official")
     with pytest.raises(ValueError, match="Received: steps"):
         TopicStatisticsCallback(np.ones((1, 3)), np.zeros(4), steps=[])
+
+
+def test_take_off_is_the_first_step_at_half_the_final_value():
+    history = [{"step": s, "x": v} for s, v in [(0, 0.0), (2, 1.0), (4, 2.5), (8, 4.0)]]
+    assert take_off_step(history, lambda r: r["x"]) == 4

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from keras_attn.datasets import CorruptDataError, DatasetNotFoundError, load_hourly_series
-from keras_attn.datasets import _files as files_module
+from keras_attn.datasets import data_cache as files_module
 from keras_attn.datasets import hourly_series as hourly_module
 
 

@@ -89,7 +89,12 @@ def _bert():
 
 def _forecaster():
     model = build_logsparse_forecaster(
-        max_length=12, hidden_dim=8, num_heads=2, num_layers=2, local_window=3, kernel_size=3
+        max_sequence_length=12,
+        hidden_dim=8,
+        num_heads=2,
+        num_layers=2,
+        local_window=3,
+        kernel_size=3,
     )
     inputs = {
         "lagged_target": _floats((2, 12, 1)),
@@ -139,7 +144,7 @@ LAYER_CASES = {
         layers.PatchEmbedding(patch_size=4, hidden_dim=6), _floats((2, 8, 12, 3))
     ),
     "PositionEmbedding": lambda: _layer_model(
-        layers.PositionEmbedding(max_length=12), _floats((2, 5, 4))
+        layers.PositionEmbedding(max_sequence_length=12), _floats((2, 5, 4))
     ),
     "SinCosPositionEmbedding1D": lambda: _layer_model(
         layers.SinCosPositionEmbedding1D(), _floats((2, 5, 6))

@@ -32,7 +32,7 @@ def _many_layers_model():
     """One small functional model through many public layers, and its inputs."""
     inputs = keras.Input(shape=(6, 8), name="inputs")
     x = layers.FourierFilter(cutoff=3)(inputs)
-    x = layers.PositionEmbedding(max_length=6)(x)  # `ops.arange`, which jax2onnx must read
+    x = layers.PositionEmbedding(max_sequence_length=6)(x)  # `ops.arange`, which jax2onnx must read
     x = layers.MultiHeadSelfAttention(2, 4, attention_pattern="causal")(x)
     x = layers.ConvolutionalSelfAttention(2, 4, kernel_size=3)(x)
     x = layers.TransformerBlock(num_heads=2, intermediate_dim=16, activation="relu")(x)

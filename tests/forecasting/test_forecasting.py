@@ -104,7 +104,9 @@ def test_train_forecaster_reads_only_the_training_part():
     values = 1.0 + np.sin(np.arange(400) * 2 * np.pi / 24)
     values[300:] = np.nan  # a window reading these would give a NaN loss
     keras.utils.set_random_seed(0)
-    model = build_logsparse_forecaster(max_length=36, hidden_dim=4, num_heads=1, num_layers=1)
+    model = build_logsparse_forecaster(
+        max_sequence_length=36, hidden_dim=4, num_heads=1, num_layers=1
+    )
     info = train_forecaster(
         model, values, calendar_covariates(stamps), 300, 24, 12, windows=16, epochs=2
     )

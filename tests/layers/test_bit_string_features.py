@@ -20,9 +20,7 @@ CHECKS = LayerChecks(
 )
 
 
-@pytest.mark.parametrize("check", LayerChecks.CHECKS)
-def test_layer_contract(check, tmp_path):
-    CHECKS.run(check, tmp_path)
+test_layer_contract = LayerChecks.contract_test(CHECKS)
 
 
 def test_parity_features_by_hand():

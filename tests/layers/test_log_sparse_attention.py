@@ -76,10 +76,7 @@ CHECKS = {
 }
 
 
-@pytest.mark.parametrize("check", LayerChecks.CHECKS)
-@pytest.mark.parametrize("layer", sorted(CHECKS))
-def test_layer_contract(layer, check, tmp_path):
-    CHECKS[layer].run(check, tmp_path)
+test_layer_contract = LayerChecks.contract_test(CHECKS)
 
 
 def _inputs(shape=(2, 33, 8), seed=0):

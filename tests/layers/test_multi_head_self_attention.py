@@ -54,14 +54,10 @@ SPARSE_CHECKS = LayerChecks(
 )
 
 
-@pytest.mark.parametrize("check", LayerChecks.CHECKS)
-def test_dense_layer_contract(check, tmp_path):
-    DENSE_CHECKS.run(check, tmp_path)
+test_dense_layer_contract = LayerChecks.contract_test(DENSE_CHECKS)
 
 
-@pytest.mark.parametrize("check", LayerChecks.CHECKS)
-def test_sparse_layer_contract(check, tmp_path):
-    SPARSE_CHECKS.run(check, tmp_path)
+test_sparse_layer_contract = LayerChecks.contract_test(SPARSE_CHECKS)
 
 
 def _inputs(shape=(2, 7, 8), seed=0):

@@ -10,20 +10,18 @@ pytestmark = pytest.mark.backend_agnostic
 
 CHECKS = LayerChecks(
     PositionEmbedding,
-    {"max_length": 12},
+    {"max_sequence_length": 12},
     input_shape=(2, 5, 4),
     num_params=12 * 4,
-    bad_init_kwargs=[{"max_length": 0}, {"max_length": 3.5}],
+    bad_init_kwargs=[{"max_sequence_length": 0}, {"max_sequence_length": 3.5}],
 )
 
 
-@pytest.mark.parametrize("check", LayerChecks.CHECKS)
-def test_layer_contract(check, tmp_path):
-    CHECKS.run(check, tmp_path)
+test_layer_contract = LayerChecks.contract_test(CHECKS)
 
 
 def test_adds_the_first_rows_of_the_table():
-    layer = PositionEmbedding(max_length=6)
+    layer = PositionEmbedding(max_sequence_length=6)
     x = np.random.default_rng(0).normal(size=(2, 4, 3)).astype("float32")
     output = layer(x)
     table = to_numpy(layer.embeddings)
@@ -31,17 +29,17 @@ def test_adds_the_first_rows_of_the_table():
     assert_allclose(layer(x[:, :2]), x[:, :2] + table[None, :2], atol=1e-6)
 
 
-TOO_LONG = r"at most `max_length=3`. Received: inputs.shape\[1\]=4"
+TOO_LONG = r"at most `max_sequence_length=3`. Received: inputs.shape\[1\]=4"
 
 
 def test_too_long_input_is_rejected():
     with pytest.raises(ValueError, match=TOO_LONG):
-        PositionEmbedding(max_length=3)(np.zeros((1, 4, 2), "float32"))
+        PositionEmbedding(max_sequence_length=3)(np.zeros((1, 4, 2), "float32"))
 
 
 def test_too_long_input_of_a_built_layer_is_rejected_eager_and_compiled():
     inputs = keras.Input((None, 2))
-    model = keras.Model(inputs, PositionEmbedding(max_length=3)(inputs))
+    model = keras.Model(inputs, PositionEmbedding(max_sequence_length=3)(inputs))
     model.compile(jit_compile=keras.backend.backend() != "torch")
     too_long = np.zeros((1, 4, 2), "float32")
     with pytest.raises(ValueError, match=TOO_LONG):

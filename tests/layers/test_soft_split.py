@@ -22,14 +22,10 @@ POSITION_CHECKS = LayerChecks(
 )
 
 
-@pytest.mark.parametrize("check", LayerChecks.CHECKS)
-def test_soft_split_contract(check, tmp_path):
-    SPLIT_CHECKS.run(check, tmp_path)
+test_soft_split_contract = LayerChecks.contract_test(SPLIT_CHECKS)
 
 
-@pytest.mark.parametrize("check", LayerChecks.CHECKS)
-def test_position_embedding_contract(check, tmp_path):
-    POSITION_CHECKS.run(check, tmp_path)
+test_position_embedding_contract = LayerChecks.contract_test(POSITION_CHECKS)
 
 
 def unfold_reference(images, kernel_size, stride, padding):

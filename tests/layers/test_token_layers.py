@@ -61,19 +61,13 @@ MODULE_CHECKS = LayerChecks(
 )
 
 
-@pytest.mark.parametrize("check", LayerChecks.CHECKS)
-def test_performer_contract(check, tmp_path):
-    PERFORMER_CHECKS.run(check, tmp_path)
+test_performer_contract = LayerChecks.contract_test(PERFORMER_CHECKS)
 
 
-@pytest.mark.parametrize("check", LayerChecks.CHECKS)
-def test_transformer_contract(check, tmp_path):
-    TRANSFORMER_CHECKS.run(check, tmp_path)
+test_transformer_contract = LayerChecks.contract_test(TRANSFORMER_CHECKS)
 
 
-@pytest.mark.parametrize("check", LayerChecks.CHECKS)
-def test_t2t_module_contract(check, tmp_path):
-    MODULE_CHECKS.run(check, tmp_path)
+test_t2t_module_contract = LayerChecks.contract_test(MODULE_CHECKS)
 
 
 def _inputs(shape=(2, 7, 12), seed=0):

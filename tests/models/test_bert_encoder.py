@@ -60,7 +60,7 @@ def test_layers_are_post_norm_blocks_with_bert_dropout():
     plain = _small_encoder()
     plain.set_weights(model.get_weights())
     block = model.get_layer("layer_1")
-    assert isinstance(block, TransformerBlock) and not block.norm_first
+    assert isinstance(block, TransformerBlock) and not block.normalize_first
     assert (block.dropout, block.attention_dropout, block.mlp_hidden_dropout) == (0.5, 0.5, 0.0)
     inputs = _small_inputs()
     expected = plain(inputs)["sequence_output"]

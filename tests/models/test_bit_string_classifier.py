@@ -12,7 +12,7 @@ def test_logit_scale_reaches_every_attention_layer_and_any_length_works(task):
     model = build_bit_string_classifier(task, num_layers=2, logit_scale="log_length")
     blocks = [layer for layer in model.layers if layer.name.startswith("block_")]
     assert [block.attention.logit_scale for block in blocks] == ["log_length"] * 2
-    assert [block.norm_first for block in blocks] == [False, False]
+    assert [block.normalize_first for block in blocks] == [False, False]
     for length in (5, 40):
         tokens, _ = make_bit_strings(3, length, task, seed=length)
         assert model(tokens).shape == (3, 1)

@@ -58,7 +58,7 @@ def test_cross_entropy_tends_to_one_bit_without_layer_norm(task):
 
 @pytest.mark.parametrize("task", list(BUILDERS))
 def test_layer_norm_with_zero_epsilon_gives_the_same_cross_entropy_at_every_length(task):
-    model = BUILDERS[task](layer_norm=True, epsilon=0.0)
+    model = BUILDERS[task](layer_norm=True, layer_norm_epsilon=0.0)
     # Every logit is exactly +-sqrt(dim / 2), so the cross-entropy is
     # -log2 sigmoid(sqrt(10)) = 0.0598 bits for PARITY at every length.
     expected = -np.log2(1.0 / (1.0 + np.exp(-NORMALISED_RESULT[task])))
@@ -72,7 +72,7 @@ def test_layer_norm_with_zero_epsilon_gives_the_same_cross_entropy_at_every_leng
 
 
 def test_layer_norm_epsilon_makes_the_cross_entropy_grow_with_length():
-    model = build_exact_parity_transformer(layer_norm=True, epsilon=1e-5)
+    model = build_exact_parity_transformer(layer_norm=True, layer_norm_epsilon=1e-5)
     entropies = []
     for length in (5, 50, 500):
         tokens, labels = make_bit_strings(32, length, "parity", seed=length)
@@ -130,7 +130,7 @@ FIGURE_SCALES = (1.0, 10.0, 100.0)
 @pytest.mark.parametrize("epsilon", [0.0, 1e-5])
 def test_first_with_layer_norm_matches_the_hand_computation(attention_scale, epsilon):
     model = build_exact_first_transformer(
-        layer_norm=True, epsilon=epsilon, attention_scale=attention_scale
+        layer_norm=True, layer_norm_epsilon=epsilon, attention_scale=attention_scale
     )
     for length in range(1, 9):
         tokens, labels = all_bit_strings(length, "first")
@@ -182,7 +182,10 @@ def test_model_compiles_with_xla():
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"epsilon": -1.0}, "epsilon=-1.0"), ({"output_scale": 0.0}, "output_scale=0.0")],
+    [
+        ({"layer_norm_epsilon": -1.0}, "layer_norm_epsilon=-1.0"),
+        ({"output_scale": 0.0}, "output_scale=0.0"),
+    ],
 )
 def test_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=f"Received: {message}"):

@@ -85,6 +85,6 @@ def test_ids_outside_a_table_raise(build, inputs, message):
     ids=["bert", "language_model", "forecaster"],
 )
 def test_sequences_longer_than_the_position_table_raise(build, inputs):
-    message = "must be at most `max_length=4`. Received: inputs.shape[1]=5"
+    message = "must be at most `max_sequence_length=4`. Received: inputs.shape[1]=5"
     with pytest.raises(ValueError, match=re.escape(message)):
         build()(inputs)

@@ -1,11 +1,10 @@
 import argparse
 import json
 
-import keras
 import numpy as np
 import pytest
 
-from keras_attn.reproduce import available, heads
+from keras_attn.reproduce import available
 from tools.docs_table_specs import TABLES
 from tools.docs_tables import Results
 
@@ -53,14 +52,3 @@ def test_small_heads_reproduction(tmp_path, monkeypatch):
     assert curves[0].count("|") == 6  # pruned %, 3 orders, importance − random
     throughput = TABLES["heads-full-throughput"](Results(tmp_path)).splitlines()
     assert throughput[2].startswith("| 0% | 22,568,071 |")
-
-
-@pytest.mark.backend_agnostic
-def test_inference_function_runs_on_every_backend():
-    """The test verses are scored by a function of the backend, not a TensorFlow one."""
-    inputs = {"x": keras.Input((3,)), "head_mask": keras.Input((2,))}
-    outputs = keras.layers.Dense(2)(keras.layers.Concatenate()([inputs["x"], inputs["head_mask"]]))
-    model = keras.Model(inputs, outputs)
-    x = {"x": np.ones((4, 3), "float32"), "head_mask": np.ones((4, 2), "float32")}
-    scores = keras.ops.convert_to_numpy(heads._compiled(model)(x))
-    np.testing.assert_allclose(scores, keras.ops.convert_to_numpy(model(x)), rtol=1e-6)

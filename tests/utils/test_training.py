@@ -10,6 +10,8 @@ from keras_attn.utils.training import (
     WARMUP_COSINE_ADAMW,
     build_optimizer,
     fit_with_test_curve,
+    inference_function,
+    reset_optimizer,
     warmup_cosine_adamw,
 )
 
@@ -82,3 +84,24 @@ def test_build_optimizer_leaves_an_unbuilt_model_to_fit():
     assert not build_optimizer(model).optimizer.built
     model.fit(np.ones((4, 3)), np.zeros((4, 2)), verbose=0)  # fit builds both
     assert model.optimizer.built
+
+
+def test_reset_optimizer_sets_the_iterations_and_moments_back_to_zero():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile("adam", "mse")
+    assert reset_optimizer(model) is model  # not built yet: left alone
+    model.fit(np.ones((4, 3)), np.zeros((4, 2)), batch_size=4, verbose=0)
+    assert int(model.optimizer.iterations) == 1
+    reset_optimizer(model)
+    assert all(not np.any(keras.ops.convert_to_numpy(v)) for v in model.optimizer.variables)
+
+
+@pytest.mark.backend_agnostic
+def test_inference_function_runs_on_every_backend():
+    """The test verses are scored by a function of the backend, not a TensorFlow one."""
+    inputs = {"x": keras.Input((3,)), "head_mask": keras.Input((2,))}
+    outputs = keras.layers.Dense(2)(keras.layers.Concatenate()([inputs["x"], inputs["head_mask"]]))
+    model = keras.Model(inputs, outputs)
+    x = {"x": np.ones((4, 3), "float32"), "head_mask": np.ones((4, 2), "float32")}
+    scores = keras.ops.convert_to_numpy(inference_function(model)(x))
+    np.testing.assert_allclose(scores, keras.ops.convert_to_numpy(model(x)), rtol=1e-6)

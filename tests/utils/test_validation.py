@@ -10,7 +10,7 @@ from keras_attn.utils.validation import check_bool, check_heads
 def test_check_bool_takes_numpy_bools_and_refuses_numbers():
     assert check_bool("norm_first", np.True_) is True
     assert check_bool("norm_first", np.bool_(False)) is False
-    assert TransformerBlock(2, 8, norm_first=np.False_).norm_first is False
+    assert TransformerBlock(2, 8, normalize_first=np.False_).normalize_first is False
     with pytest.raises(ValueError, match="Received: norm_first=1"):
         check_bool("norm_first", 1)
 

