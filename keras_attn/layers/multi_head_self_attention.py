@@ -672,11 +672,36 @@ class _ProjectionDense(keras.layers.EinsumDense):
         return add_bias(outputs, self.bias)
 
 
-def _slots(offsets, length):
-    """Slot numbers and offsets of the slots that reach a key (`offset < length`)."""
-    used = [(slot, offset) for slot, offset in enumerate(offsets) if offset < length]
-    slots = ops.convert_to_tensor([slot for slot, _ in used], "int32")
-    return slots, ops.convert_to_tensor([offset for _, offset in used], "int32"), len(used)
+class _Slots:
+    """The slots of `offsets` that reach a key (`offset < length`), for a loop over them.
+
+    `slot(n)` and `shift(n)` are the slot number and offset of the `n`-th
+    reachable slot: Python ints when the loop index is one (`fori_loop`
+    runs as a Python loop on torch), so each step slices statically with no
+    read-back of a tensor index to the host, and int32 scalars from a
+    tensor when the loop is compiled (a `while` loop under XLA).
+    """
+
+    def __init__(self, offsets, length):
+        used = [(slot, offset) for slot, offset in enumerate(offsets) if offset < length]
+        self.slots = [slot for slot, _ in used]
+        self.shifts = [offset for _, offset in used]
+        self.count = len(used)
+        self.reach = max(self.shifts, default=0)
+        self._slot_tensor = ops.convert_to_tensor(self.slots, "int32")
+        self._shift_tensor = ops.convert_to_tensor(self.shifts, "int32")
+
+    def slot(self, n):
+        return self.slots[n] if isinstance(n, int) else self._slot_tensor[n]
+
+    def shift(self, n):
+        return self.shifts[n] if isinstance(n, int) else self._shift_tensor[n]
+
+    def weights(self, weights, n):
+        """`weights[..., slot(n), None]`, `(batch, length, heads, 1)`."""
+        if isinstance(n, int):
+            return weights[..., self.slots[n], None]
+        return ops.take(weights, self._slot_tensor[n], axis=-1)[..., None]
 
 
 def _padded(x, before, after):
@@ -690,7 +715,7 @@ def _padded(x, before, after):
 
 
 def _window(padded, start, like):
-    """`padded[:, start : start + length]` for a tensor `start`, shaped like `like`."""
+    """`padded[:, start : start + length]`, shaped like `like`."""
     return ops.slice(padded, (0, start, 0, 0), ops.shape(like))
 
 
@@ -701,45 +726,44 @@ def _window(padded, start, like):
 
 def _offset_dots(a, b, offsets):
     """`a[:, i] . b[:, i - offset]` per head and offset, `(batch, length, heads, K)`."""
-    length = a.shape[1]
-    slots, shifts, count = _slots(offsets, length)
-    back = max(offsets[:count] if count else [0])
+    slots = _Slots(offsets, a.shape[1])
+    back = slots.reach
     padded = _padded(b, back, 0)  # (batch, back + length, heads, dim)
     slot_ids = ops.arange(0, len(offsets), dtype="int32")  # (K,)
 
     def body(n, logits):
-        view = _window(padded, back - shifts[n], b)  # b[:, i - offset]
+        view = _window(padded, back - slots.shift(n), b)  # b[:, i - offset]
         dots = ops.sum(a * view, axis=-1, keepdims=True)  # (batch, length, heads, 1)
-        return ops.where(slot_ids == slots[n], dots, logits)
+        return ops.where(slot_ids == slots.slot(n), dots, logits)
 
     logits = ops.zeros((*ops.shape(a)[:3], len(offsets)), a.dtype)
-    return ops.fori_loop(0, count, body, logits)
+    return ops.fori_loop(0, slots.count, body, logits)
 
 
 def _offset_mix(weights, b, offsets):
     """`sum_j weights[:, i, :, j] * b[:, i - offsets[j]]`, `(batch, length, heads, dim)`."""
-    slots, shifts, count = _slots(offsets, b.shape[1])
-    back = max(offsets[:count] if count else [0])
+    slots = _Slots(offsets, b.shape[1])
+    back = slots.reach
     padded = _padded(b, back, 0)  # (batch, back + length, heads, dim)
 
     def body(n, total):
-        slot_weights = ops.take(weights, slots[n], axis=-1)[..., None]  # (batch, length, heads, 1)
-        return total + slot_weights * _window(padded, back - shifts[n], b)
+        return total + slots.weights(weights, n) * _window(padded, back - slots.shift(n), b)
 
-    return ops.fori_loop(0, count, body, ops.zeros_like(b))
+    return ops.fori_loop(0, slots.count, body, ops.zeros_like(b))
 
 
 def _offset_scatter(weights, a, offsets):
     """The transpose of `_offset_mix` in `b`: `sum_j (weights_j * a)[:, i + offsets[j]]`."""
-    slots, shifts, count = _slots(offsets, a.shape[1])
-    ahead = max(offsets[:count] if count else [0])
+    slots = _Slots(offsets, a.shape[1])
+    padded = _padded(a, 0, slots.reach)  # (batch, length + reach, heads, dim)
+    padded_weights = _padded(weights, 0, slots.reach)  # (batch, length + reach, heads, K)
 
     def body(n, total):
-        slot_weights = ops.take(weights, slots[n], axis=-1)[..., None]  # (batch, length, heads, 1)
-        product = _padded(slot_weights * a, 0, ahead)  # (batch, length + ahead, heads, dim)
-        return total + _window(product, shifts[n], a)
+        shift = slots.shift(n)
+        slot_weights = slots.weights(_window(padded_weights, shift, weights), n)
+        return total + slot_weights * _window(padded, shift, a)  # (weights_j * a)[:, i + o_j]
 
-    return ops.fori_loop(0, count, body, ops.zeros_like(a))
+    return ops.fori_loop(0, slots.count, body, ops.zeros_like(a))
 
 
 def _offset_logits(query, key, offsets):
