@@ -335,7 +335,9 @@ def test_no_length_by_length_tensor_in_the_compiled_training_step():
         return step.experimental_get_compiler_ir(x)(stage="hlo")
 
     square = f"{length},{length}"
-    assert square in hlo(ConvolutionalSelfAttention(num_heads=2, key_dim=4, kernel_size=3))
+    dense = ConvolutionalSelfAttention(num_heads=2, key_dim=4, kernel_size=3)
+    dense.blockwise_min_length = 2 * length  # the explicit causal path, not the blockwise one
+    assert square in hlo(dense)
     assert square not in hlo(LogSparseAttention(num_heads=2, key_dim=4, kernel_size=3))
 
 
