@@ -12,8 +12,9 @@ For TensorFlow, JAX and torch (each in a fresh process), in float32 and
    off; bfloat16 with a bfloat16-sized tolerance);
 2. forward+backward steps per second of the core against
    `keras.layers.MultiHeadAttention`, and of `LogSparseAttention` against
-   dense causal `MultiHeadAttention`, at L = 8192 to 65,536 (a step that
-   runs out of memory is reported as such).
+   dense causal `MultiHeadAttention` and the core's causal pattern (fused,
+   flash attention where the backend has it), at L = 8192 to 65,536 (a
+   step that runs out of memory is reported as such).
 
 It is not part of the test suite. On a machine without a GPU it runs on the
 CPU; `--cpu-smoke` shrinks every size so that the whole check takes seconds
@@ -213,6 +214,12 @@ def throughput(backend, dtype, args):
             name: steps_per_second(backend, layer, x, args.repeats),
             baseline_name: steps_per_second(backend, _Causal(baseline, causal), x, args.repeats),
         }
+        if causal:  # the core's causal pattern: flash attention (fused kernels) on a GPU
+            core = MultiHeadSelfAttention(
+                args.heads, key_dim, attention_pattern="causal", dtype=dtype
+            )
+            core(x[:, :8])
+            rates["dense causal core"] = steps_per_second(backend, core, x, args.repeats)
         rows.append({"length": length, "steps_per_second": rates})
         cells = [f"{k} {v:.2f}/s" if isinstance(v, float) else f"{k} {v}" for k, v in rates.items()]
         print(f"  L={length:<6} " + ", ".join(cells), flush=True)

@@ -9,6 +9,7 @@ and adds the hooks the papers need: a per-head mask input (Michel et al.,
 scaling (Chiang & Cholak, 2022).
 """
 
+import functools
 import math
 from typing import Any
 
@@ -35,6 +36,13 @@ LOGIT_SCALES = ("none", "log_length")
 DENSE_PATTERNS = ("dense", "causal")
 # Finite stand-in for -inf: a fully masked row must give zeros, not NaN.
 MASKED_LOGIT = -1e9
+# Length from which the dense patterns run block by block on XLA CPU, the
+# smallest block of queries, and the most blocks (each block is unrolled in
+# the compiled step, so longer sequences get longer blocks rather than more
+# of them). See `MultiHeadSelfAttention.blockwise_min_length`.
+BLOCKWISE_MIN_LENGTH = 1024
+BLOCKWISE_BLOCK_SIZE = 512
+BLOCKWISE_MAX_BLOCKS = 16
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -438,21 +446,58 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         scores = keras.KerasTensor((batch, self.num_heads, length, keys), self.compute_dtype)
         return output, scores
 
+    # The blockwise path of the dense patterns: `None` (the default) runs it
+    # from `BLOCKWISE_MIN_LENGTH` keys on XLA CPU (JAX and TensorFlow without
+    # an accelerator) and never elsewhere, where fused kernels do better; an
+    # int runs it from that length on every backend.
+    blockwise_min_length: int | None = None
+    blockwise_block_size: int = BLOCKWISE_BLOCK_SIZE
+
+    def _runs_blockwise(self, length, mask, attention_mask, training, scores):
+        """Whether the dense step runs block by block (`_blockwise_attention`)."""
+        threshold = self.blockwise_min_length
+        if threshold is None and _xla_on_cpu():
+            threshold = BLOCKWISE_MIN_LENGTH
+        length = static_size(length)
+        if threshold is None or length is None or length < threshold:
+            return False
+        plain = mask is None and attention_mask is None and self.additive_mask is None
+        return plain and not scores and not (self.dropout > 0 and bool(training))
+
+    def _blockwise_attention(self, query, key, value):
+        """Dense or causal attention one block of queries at a time.
+
+        Each block of `blockwise_block_size` queries (more when the length
+        exceeds `BLOCKWISE_MAX_BLOCKS` such blocks) attends to the keys it
+        may see (under `"causal"`, those up to its last query: fully masked
+        blocks are never computed) with an exact softmax; the gradient
+        recomputes each block's weights from the saved log-sum-exp, so
+        neither pass holds more than a `(block, length)` slice of the
+        weights per head. Padding masks, `attention_mask`, `additive_mask`,
+        active dropout and attention scores take the other paths.
+        """
+        length = query.shape[1]
+        scale = self.query_key_scale
+        if self.logit_scale == "log_length":
+            scale *= math.log(length)  # no mask: every position counts
+        causal = self.attention_pattern == "causal"
+        block = max(self.blockwise_block_size, -(-length // BLOCKWISE_MAX_BLOCKS))
+        return _blockwise(query, key, value, scale, causal, block)
+
     def _dense_attention(self, query, key, value, mask, attention_mask, training, scores):
+        if self._runs_blockwise(ops.shape(query)[1], mask, attention_mask, training, scores):
+            return self._blockwise_attention(query, key, value), None
         if self._can_fuse(query, value, training, scores):
             return self._fused_attention(query, key, value, mask, attention_mask), None
         query = self._scaled(query)
         length = ops.shape(query)[1]
         # (batch, heads, length_q, length_k)
         logits = ops.einsum("bqhd,bkhd->bhqk", query, key)
-        allowed = ops.ones((1, 1, length, length), dtype="bool")
-        if self.attention_pattern == "causal":
-            positions = ops.arange(0, length)
-            allowed = ops.expand_dims(positions[:, None] >= positions[None, :], (0, 1))
-        if mask is not None:
-            allowed = ops.logical_and(allowed, ops.expand_dims(ops.cast(mask, "bool"), (1, 2)))
-        if attention_mask is not None:
-            allowed = ops.logical_and(allowed, ops.expand_dims(ops.cast(attention_mask, "bool"), 1))
+        causal = self.attention_pattern == "causal"
+        allowed = _allowed_keys(length, mask, attention_mask, causal)
+        if allowed is None:
+            allowed = ops.ones((1, length, length), dtype="bool")
+        allowed = ops.expand_dims(allowed, 1)  # (batch or 1, 1, 1 or length, length)
         weights = self._masked_softmax(logits, allowed, mask, training)
         context = ops.einsum("bhqk,bkhd->bqhd", weights, value)  # (batch, length, heads, value_dim)
         return context, weights
@@ -476,14 +521,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         """
         if self.logit_scale == "log_length":
             query = query * ops.cast(self._log_length(ops.shape(query)[1], mask), query.dtype)
-        fused_mask = None
-        if mask is not None:
-            fused_mask = ops.expand_dims(ops.cast(mask, "bool"), (1, 2))  # (batch, 1, 1, length)
-        if attention_mask is not None:
-            pair_mask = ops.expand_dims(
-                ops.cast(attention_mask, "bool"), 1
-            )  # (batch, 1, length, length)
-            fused_mask = pair_mask if fused_mask is None else ops.logical_and(pair_mask, fused_mask)
+        # (batch, 1, 1 or length, length), the causal part left to the kernel.
+        fused_mask = _allowed_keys(ops.shape(query)[1], mask, attention_mask, causal=False)
+        if fused_mask is not None:
+            fused_mask = ops.expand_dims(fused_mask, 1)
         context = ops.dot_product_attention(
             query,
             key,
@@ -502,13 +543,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         """Boolean `(batch, length)` (or `(batch, 1)`): queries with a visible key."""
         causal = self.attention_pattern == "causal"
         if attention_mask is not None:
-            allowed = ops.cast(attention_mask, "bool")  # (batch, length, length)
-            if mask is not None:
-                allowed = ops.logical_and(allowed, ops.cast(mask, "bool")[:, None, :])
-            if causal:
-                positions = ops.arange(0, ops.shape(allowed)[-1])
-                allowed = ops.logical_and(allowed, positions[:, None] >= positions[None, :])
-            return ops.any(allowed, axis=-1)
+            length = ops.shape(attention_mask)[-1]
+            return ops.any(_allowed_keys(length, mask, attention_mask, causal), axis=-1)
         if mask is None:
             return None  # every query sees itself, or every key
         if causal:
@@ -628,12 +664,29 @@ def _slot_allowed(indices, valid, mask):
     return ops.logical_and(allowed, ops.expand_dims(key_mask, 1))  # (batch, 1, length, K)
 
 
+def _allowed_keys(length, mask, attention_mask, causal):
+    """Boolean `(batch or 1, 1 or length, length)`: whether query `i` may see key `j`.
+
+    The logical and of the causal mask, the padding `mask` (on the keys) and
+    `attention_mask`, of those that apply; `None` when every key is visible.
+    """
+    allowed = []
+    if causal:
+        positions = ops.arange(0, length)
+        allowed.append((positions[:, None] >= positions[None, :])[None])  # (1, length, length)
+    if mask is not None:
+        allowed.append(ops.cast(mask, "bool")[:, None, :])  # (batch, 1, length)
+    if attention_mask is not None:
+        allowed.append(ops.cast(attention_mask, "bool"))  # (batch, length, length)
+    return _all_of(*allowed)
+
+
 def _all_of(*masks):
     """The logical and of the masks that are not `None` (`None` if none is)."""
     masks = [m for m in masks if m is not None]
     if not masks:
         return None
-    return masks[0] if len(masks) == 1 else ops.logical_and(*masks)
+    return functools.reduce(ops.logical_and, masks)
 
 
 def _finite_positions(x):
@@ -669,11 +722,36 @@ class _ProjectionDense(keras.layers.EinsumDense):
         return add_bias(outputs, self.bias)
 
 
-def _slots(offsets, length):
-    """Slot numbers and offsets of the slots that reach a key (`offset < length`)."""
-    used = [(slot, offset) for slot, offset in enumerate(offsets) if offset < length]
-    slots = ops.convert_to_tensor([slot for slot, _ in used], "int32")
-    return slots, ops.convert_to_tensor([offset for _, offset in used], "int32"), len(used)
+class _Slots:
+    """The slots of `offsets` that reach a key (`offset < length`), for a loop over them.
+
+    `slot(n)` and `shift(n)` are the slot number and offset of the `n`-th
+    reachable slot: Python ints when the loop index is one (`fori_loop`
+    runs as a Python loop on torch), so each step slices statically with no
+    read-back of a tensor index to the host, and int32 scalars from a
+    tensor when the loop is compiled (a `while` loop under XLA).
+    """
+
+    def __init__(self, offsets, length):
+        used = [(slot, offset) for slot, offset in enumerate(offsets) if offset < length]
+        self.slots = [slot for slot, _ in used]
+        self.shifts = [offset for _, offset in used]
+        self.count = len(used)
+        self.reach = max(self.shifts, default=0)
+        self._slot_tensor = ops.convert_to_tensor(self.slots, "int32")
+        self._shift_tensor = ops.convert_to_tensor(self.shifts, "int32")
+
+    def slot(self, n):
+        return self.slots[n] if isinstance(n, int) else self._slot_tensor[n]
+
+    def shift(self, n):
+        return self.shifts[n] if isinstance(n, int) else self._shift_tensor[n]
+
+    def weights(self, weights, n):
+        """`weights[..., slot(n), None]`, `(batch, length, heads, 1)`."""
+        if isinstance(n, int):
+            return weights[..., self.slots[n], None]
+        return ops.take(weights, self._slot_tensor[n], axis=-1)[..., None]
 
 
 def _padded(x, before, after):
@@ -687,7 +765,7 @@ def _padded(x, before, after):
 
 
 def _window(padded, start, like):
-    """`padded[:, start : start + length]` for a tensor `start`, shaped like `like`."""
+    """`padded[:, start : start + length]`, shaped like `like`."""
     return ops.slice(padded, (0, start, 0, 0), ops.shape(like))
 
 
@@ -698,45 +776,44 @@ def _window(padded, start, like):
 
 def _offset_dots(a, b, offsets):
     """`a[:, i] . b[:, i - offset]` per head and offset, `(batch, length, heads, K)`."""
-    length = a.shape[1]
-    slots, shifts, count = _slots(offsets, length)
-    back = max(offsets[:count] if count else [0])
+    slots = _Slots(offsets, a.shape[1])
+    back = slots.reach
     padded = _padded(b, back, 0)  # (batch, back + length, heads, dim)
     slot_ids = ops.arange(0, len(offsets), dtype="int32")  # (K,)
 
     def body(n, logits):
-        view = _window(padded, back - shifts[n], b)  # b[:, i - offset]
+        view = _window(padded, back - slots.shift(n), b)  # b[:, i - offset]
         dots = ops.sum(a * view, axis=-1, keepdims=True)  # (batch, length, heads, 1)
-        return ops.where(slot_ids == slots[n], dots, logits)
+        return ops.where(slot_ids == slots.slot(n), dots, logits)
 
     logits = ops.zeros((*ops.shape(a)[:3], len(offsets)), a.dtype)
-    return ops.fori_loop(0, count, body, logits)
+    return ops.fori_loop(0, slots.count, body, logits)
 
 
 def _offset_mix(weights, b, offsets):
     """`sum_j weights[:, i, :, j] * b[:, i - offsets[j]]`, `(batch, length, heads, dim)`."""
-    slots, shifts, count = _slots(offsets, b.shape[1])
-    back = max(offsets[:count] if count else [0])
+    slots = _Slots(offsets, b.shape[1])
+    back = slots.reach
     padded = _padded(b, back, 0)  # (batch, back + length, heads, dim)
 
     def body(n, total):
-        slot_weights = ops.take(weights, slots[n], axis=-1)[..., None]  # (batch, length, heads, 1)
-        return total + slot_weights * _window(padded, back - shifts[n], b)
+        return total + slots.weights(weights, n) * _window(padded, back - slots.shift(n), b)
 
-    return ops.fori_loop(0, count, body, ops.zeros_like(b))
+    return ops.fori_loop(0, slots.count, body, ops.zeros_like(b))
 
 
 def _offset_scatter(weights, a, offsets):
     """The transpose of `_offset_mix` in `b`: `sum_j (weights_j * a)[:, i + offsets[j]]`."""
-    slots, shifts, count = _slots(offsets, a.shape[1])
-    ahead = max(offsets[:count] if count else [0])
+    slots = _Slots(offsets, a.shape[1])
+    padded = _padded(a, 0, slots.reach)  # (batch, length + reach, heads, dim)
+    padded_weights = _padded(weights, 0, slots.reach)  # (batch, length + reach, heads, K)
 
     def body(n, total):
-        slot_weights = ops.take(weights, slots[n], axis=-1)[..., None]  # (batch, length, heads, 1)
-        product = _padded(slot_weights * a, 0, ahead)  # (batch, length + ahead, heads, dim)
-        return total + _window(product, shifts[n], a)
+        shift = slots.shift(n)
+        slot_weights = slots.weights(_window(padded_weights, shift, weights), n)
+        return total + slot_weights * _window(padded, shift, a)  # (weights_j * a)[:, i + o_j]
 
-    return ops.fori_loop(0, count, body, ops.zeros_like(a))
+    return ops.fori_loop(0, slots.count, body, ops.zeros_like(a))
 
 
 def _offset_logits(query, key, offsets):
@@ -772,3 +849,96 @@ def _offset_context(weights, value, offsets):
         return _offset_mix(weights, value, offsets), grad
 
     return context(weights, value)
+
+
+@functools.cache
+def _xla_on_cpu():
+    """Whether the backend compiles with XLA and has no accelerator."""
+    if keras.backend.backend() not in ("jax", "tensorflow"):
+        return False
+    return all(device.startswith("cpu") for device in keras.distribution.list_devices())
+
+
+def _query_blocks(length, block, causal):
+    """`(start, end, keys)` per block of queries: queries `[start, end)` see keys `[0, keys)`."""
+    for start in range(0, length, block):
+        end = min(start + block, length)
+        yield start, end, end if causal else length
+
+
+def _block_logits(query, key, start, end, scale, causal):
+    """Scaled float32 logits `(batch, heads, end - start, keys)`, the future masked."""
+    logits = ops.einsum("bqhd,bkhd->bhqk", query[:, start:end], key) * scale
+    if not causal:
+        return logits
+    rows = ops.arange(start, end)[:, None]  # (block, 1)
+    return ops.where(rows >= ops.arange(0, key.shape[1])[None, :], logits, MASKED_LOGIT)
+
+
+def _blockwise(query, key, value, scale, causal, block):
+    """`softmax(scale * Q K^T) V` per head, block by block, with a recomputing gradient.
+
+    Computed in float32 and returned in `value`'s dtype (the gradients in
+    their inputs' dtypes).
+    """
+    dtypes = [x.dtype for x in (query, key, value)]
+
+    @ops.custom_gradient
+    def attend(query, key, value):
+        query, key, value = (ops.cast(x, "float32") for x in (query, key, value))
+        length = query.shape[1]
+        outputs, log_sums = [], []
+        for start, end, keys in _query_blocks(length, block, causal):
+            logits = _block_logits(query, key[:, :keys], start, end, scale, causal)
+            peak = ops.max(logits, axis=-1, keepdims=True)  # (batch, heads, block, 1)
+            weights = ops.exp(logits - peak)
+            total = ops.sum(weights, axis=-1, keepdims=True)
+            block_output = ops.einsum("bhqk,bkhd->bqhd", weights, value[:, :keys])
+            # (batch, block, heads, value_dim)
+            outputs.append(block_output / ops.transpose(total, (0, 2, 1, 3)))
+            log_sums.append(peak + ops.log(total))
+        output = ops.concatenate(outputs, axis=1)  # (batch, length, heads, value_dim)
+        log_sum = ops.concatenate(log_sums, axis=2)  # (batch, heads, length, 1)
+
+        def grad(*args, upstream=None):
+            upstream = args[0] if upstream is None else upstream
+            grads = _blockwise_grads(
+                query,
+                key,
+                value,
+                output,
+                log_sum,
+                ops.cast(upstream, "float32"),
+                scale,
+                causal,
+                block,
+            )
+            return tuple(ops.cast(g, dtype) for g, dtype in zip(grads, dtypes, strict=True))
+
+        return ops.cast(output, dtypes[2]), grad
+
+    return attend(query, key, value)
+
+
+def _blockwise_grads(query, key, value, output, log_sum, upstream, scale, causal, block):
+    """Gradients of `_blockwise` in query, key and value, each block's weights recomputed."""
+    length = query.shape[1]
+    # (batch, heads, length, 1): sum_d dO * O, the softmax's correction term.
+    correction = ops.expand_dims(ops.transpose(ops.sum(upstream * output, axis=-1), (0, 2, 1)), -1)
+    query_grads = []
+    key_grad, value_grad = ops.zeros_like(key), ops.zeros_like(value)
+    for start, end, keys in _query_blocks(length, block, causal):
+        weights = ops.exp(
+            _block_logits(query, key[:, :keys], start, end, scale, causal)
+            - log_sum[:, :, start:end]
+        )  # (batch, heads, block, keys)
+        block_upstream = upstream[:, start:end]  # (batch, block, heads, value_dim)
+        weight_grads = ops.einsum("bqhd,bkhd->bhqk", block_upstream, value[:, :keys])
+        logit_grads = weights * (weight_grads - correction[:, :, start:end]) * scale
+        query_grads.append(ops.einsum("bhqk,bkhd->bqhd", logit_grads, key[:, :keys]))
+        tail = ((0, 0), (0, length - keys), (0, 0), (0, 0))
+        key_part = ops.einsum("bhqk,bqhd->bkhd", logit_grads, query[:, start:end])
+        key_grad = key_grad + ops.pad(key_part, tail)
+        value_part = ops.einsum("bhqk,bqhd->bkhd", weights, block_upstream)
+        value_grad = value_grad + ops.pad(value_part, tail)
+    return ops.concatenate(query_grads, axis=1), key_grad, value_grad

@@ -26,6 +26,7 @@ def test_gpu_check_compares_every_layer_and_measures_throughput(load_benchmark):
     rates = gpu_check.throughput(backend, "float32", _smoke_args())
     assert [row["length"] for row in rates] == [32, 32]
     assert all(v > 0 for row in rates for v in row["steps_per_second"].values())
+    assert "dense causal core" in rates[1]["steps_per_second"]  # LogSparse's fused baseline
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="One backend is enough.")

@@ -332,7 +332,9 @@ def test_no_length_by_length_tensor_in_the_compiled_training_step():
         return step.experimental_get_compiler_ir(x)(stage="hlo")
 
     square = f"{length},{length}"
-    assert square in hlo(ConvolutionalSelfAttention(num_heads=2, key_dim=4, kernel_size=3))
+    dense = ConvolutionalSelfAttention(num_heads=2, key_dim=4, kernel_size=3)
+    dense.blockwise_min_length = 2 * length  # the explicit causal path, not the blockwise one
+    assert square in hlo(dense)
     assert square not in hlo(LogSparseAttention(num_heads=2, key_dim=4, kernel_size=3))
 
 
@@ -437,3 +439,24 @@ def test_training_step_keeps_no_per_slot_copy_of_keys_or_values():
     key_sized = length * 4 * 16 * 4  # bytes of one (1, length, heads, head_dim) float32 tensor
     assert _planned_temp_bytes(LogSparsePattern("pure"), length) < 24 * key_sized
     assert _planned_temp_bytes(_Gathered(LogSparsePattern("pure")), length) > 24 * key_sized
+
+
+def test_torch_training_step_reads_no_tensor_back_to_the_host():
+    """The offset loop slices with Python ints on torch: no `item()` per offset.
+
+    Reading a tensor index back to the host (`aten::item`) synchronizes a GPU
+    and cost a LogSparse step tens of milliseconds whatever its length.
+    """
+    if keras.backend.backend() != "torch":
+        pytest.skip("Counts torch operator calls.")
+    import torch
+    from torch.profiler import profile
+
+    layer = LogSparseAttention(num_heads=2, key_dim=4)
+    x = torch.randn(1, 64, 8)
+    layer(x)
+    with profile() as prof:
+        torch.sum(torch.square(layer(x))).backward()
+    names = [event.name for event in prof.events()]
+    assert "aten::bmm" in names or "aten::mul" in names  # the profile saw the step
+    assert "aten::item" not in names and "aten::_local_scalar_dense" not in names
