@@ -103,7 +103,9 @@ class SampledBinaryCrossentropy(keras.losses.Loss):
         return keras.ops.sum(keras.ops.softplus(picked * signs), axis=1)  # (batch,)
 
 
-def compile_recommender(model, loss="softmax", learning_rate=1e-3, jit_compile=False):
+def compile_recommender(
+    model, loss="softmax", learning_rate=1e-3, jit_compile=False, steps_per_execution=1
+):
     """Compiles `model` with Adam and one of `LOSSES`, its optimizer built."""
     if loss not in LOSSES:
         raise ValueError(f"`loss` must be one of {LOSSES}. Received: loss={loss!r}")
@@ -115,6 +117,7 @@ def compile_recommender(model, loss="softmax", learning_rate=1e-3, jit_compile=F
             else keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         ),
         jit_compile=jit_compile,
+        steps_per_execution=steps_per_execution,
     )
     build_optimizer(model)
 
@@ -147,6 +150,7 @@ def fit_recommender(
     batch_size: int = 256,
     seed: int = 0,
     jit_compile: bool = False,
+    steps_per_execution: int = 1,
     state_path: str | os.PathLike | None = None,
     callbacks: Sequence[keras.callbacks.Callback] = (),
 ) -> dict:
@@ -180,6 +184,9 @@ def fit_recommender(
         batch_size: int, training batch size.
         seed: int, seed of the epochs' order and negatives.
         jit_compile: bool, train under XLA.
+        steps_per_execution: int, training steps per call into the compiled
+            function (Keras' `compile` argument; 1 on torch). More steps
+            per call spend less time between steps; the steps are the same.
         state_path: optional path of the state file (a `.npz`).
         callbacks: Keras callbacks passed to each epoch's `fit`.
 
@@ -189,7 +196,7 @@ def fit_recommender(
         of every epoch), `"train_loss"` (one mean per epoch) and
         `"seconds"` (training and validation, summed over resumed parts).
     """
-    compile_recommender(model, loss, learning_rate, jit_compile)
+    compile_recommender(model, loss, learning_rate, jit_compile, steps_per_execution)
     stopping = RankingEarlyStopping(
         split.valid_inputs, split.valid_targets, split.valid_seen, patience=patience
     )
