@@ -73,6 +73,9 @@ SEARCH_CUTOFF = 3  # c while alpha is searched
 # and slows SASRec's down on CPU; "auto" picks the faster per model.
 AUTO_JIT = {"SASRec": False, "BSARec": True}
 STATE_FOLDER = "bsarec-state"
+# Training steps per call into the compiled step: the same steps, less time between
+# them (benchmarks/bsarec_training.py); torch runs one step per call.
+STEPS_PER_EXECUTION = 16
 
 
 def add_arguments(parser):
@@ -265,6 +268,7 @@ def train_run(spec, config, state):
         batch_size=config["batch_size"],
         seed=spec["seed"],
         jit_compile=config["jit_compile"][family],
+        steps_per_execution=1 if keras.backend.backend() == "torch" else STEPS_PER_EXECUTION,
         state_path=state / f"{spec['name']}.npz",
     )
     check_converged(fitted, config["learning_rate"])
