@@ -252,19 +252,47 @@ def t2t(stem):
     return table
 
 
+BSAREC_METRICS = ("HR@5", "NDCG@5", "HR@10", "NDCG@10", "HR@20", "NDCG@20")
+
+
 def bsarec(stem):
+    """Test metrics, mean ± std over seeds, of every model of a BSARec result file."""
+
     def table(results):
         data = results(stem)
-        metrics = list(next(iter(data["summary"].values())))
-        labels = {
-            "SASRec": "SASRec",
-            "BSARec": f"BSARec (α = {data['alpha']}, c = {data['cutoff']})",
-        }
+        rows = []
+        for name, summary in data["summary"].items():
+            label = f"{name} (α = {data['alpha']}, c = {data['cutoff']})"
+            row = [label if name == "BSARec" else name]
+            row += [_mean_std(summary[m]) for m in BSAREC_METRICS]
+            if "epochs_run" in summary:  # the files of the three-model protocol
+                row.append(", ".join(map(str, summary["epochs_run"])))
+            rows.append(row)
+        header = ["model", *BSAREC_METRICS]
+        if len(rows[0]) > len(header):
+            header.append("epochs run per seed")
+        return markdown_table(header, rows)
+
+    return table
+
+
+def bsarec_differences(stem):
+    """BSARec minus each SASRec baseline, per seed, with mean ± std."""
+
+    def table(results):
+        data = results(stem)
         rows = [
-            [label] + [_mean_std(data["summary"][name][m]) for m in metrics]
-            for name, label in labels.items()
+            [f"BSARec − {baseline}"]
+            + [
+                _mean_std(table[m], sign="+")
+                + " ("
+                + ", ".join(f"{v:+.4f}" for v in table[m]["per_seed"])
+                + ")"
+                for m in BSAREC_METRICS
+            ]
+            for baseline, table in data["paired_differences"].items()
         ]
-        return markdown_table(["model", *metrics], rows)
+        return markdown_table(["difference (per seed)", *BSAREC_METRICS], rows)
 
     return table
 
@@ -955,6 +983,8 @@ TABLES = {
     "logsparse-benchmark-targets": logsparse_benchmark_targets,
     "logsparse-benchmark-growth": logsparse_benchmark_growth,
     "bsarec-fast": bsarec("bsarec-fast"),
+    "bsarec-full": bsarec("bsarec-full"),
+    "bsarec-full-differences": bsarec_differences("bsarec-full"),
     "fourier-filter-benchmark": fourier_filter,
     "ffn-memories-fast": ffn_memories("ffn-memories-fast"),
     "ffn-memories-full": ffn_memories("ffn-memories-full"),

@@ -125,8 +125,11 @@ def build_sasrec(
 
     Causal multi-head self-attention (the library's `MultiHeadSelfAttention`)
     with padded items masked, post-norm residual branches and a 4x GELU
-    feed-forward network, trained with softmax cross-entropy at the last
-    position, as the official BSARec code's SASRec.
+    feed-forward network, as the official BSARec code's SASRec. The model
+    is the same whichever way it is trained; the official SASRec trains it
+    with binary cross-entropy on the target and one sampled negative item
+    (`loss="bce"` of `keras_attn.recommendation.fit_recommender`), BSARec
+    with softmax cross-entropy over all items (`loss="softmax"`).
 
     Args:
         num_items: int, number of items (ids 1..num_items, 0 is padding).

@@ -22,12 +22,19 @@ from keras_attn.recommendation.metrics import (
     ranking_metrics,
     target_ranks,
 )
+from keras_attn.recommendation.training import (
+    SampledBinaryCrossentropy,
+    fit_recommender,
+    sample_negatives,
+)
 
 __all__ = [
     "LeaveOneOutSplit",
     "RankingEarlyStopping",
+    "SampledBinaryCrossentropy",
     "evaluate_full_ranking",
     "exclusion_mask",
+    "fit_recommender",
     "hit_rate",
     "index_items",
     "leave_one_out_split",
@@ -35,6 +42,7 @@ __all__ = [
     "movielens_100k_split",
     "ndcg",
     "ranking_metrics",
+    "sample_negatives",
     "target_ranks",
     "user_sequences",
 ]

@@ -109,7 +109,7 @@ class RankingEarlyStopping(keras.callbacks.Callback):
         self.history = []
         self.best_epoch, self.best_score, self.best_weights = None, -np.inf, None
         self.non_finite_epochs = []
-        self._waited = 0
+        self.wait = 0
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         ranks, finite = _full_ranking(self.model, self.inputs, self.targets, self.seen)
@@ -129,10 +129,10 @@ class RankingEarlyStopping(keras.callbacks.Callback):
         elif metrics[self.monitor] > self.best_score:
             self.best_epoch, self.best_score = epoch, metrics[self.monitor]
             self.best_weights = self.model.get_weights()
-            self._waited = 0
+            self.wait = 0
             return
-        self._waited += 1
-        if self._waited >= self.patience:
+        self.wait += 1
+        if self.wait >= self.patience:
             self.model.stop_training = True
 
     def on_train_end(self, logs: dict[str, Any] | None = None) -> None:

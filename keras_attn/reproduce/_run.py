@@ -6,6 +6,9 @@ size; without it the fast entry is used). It calls `choose_setting` first and
 ends with `finish`, whose return value is what its `run(args)` returns.
 """
 
+import concurrent.futures
+import multiprocessing
+
 import numpy as np
 
 from keras_attn.utils.results import finish_run, is_small_run
@@ -106,3 +109,54 @@ def standardized_subsets(splits, train_size, test_size):
     x_test = x_test[:test_size].astype("float32") / 255.0
     mean, std = x_train.mean(), x_train.std()
     return (x_train - mean) / std, y_train[:train_size], (x_test - mean) / std, y_test[:test_size]
+
+
+def run_in_workers(function, jobs, workers, on_result=None):
+    """`[function(*job) for job in jobs]`, in order, in up to `workers` processes.
+
+    With `workers` above 1 (and two jobs or more) the jobs run in fresh
+    (spawned) processes of one compute thread each on TensorFlow and torch:
+    the runs of these small models each keep about one core busy. A job
+    must seed itself, so that where it runs does not change its result.
+
+    Args:
+        function: a module-level function (it is pickled for the workers).
+        jobs: list of argument tuples.
+        workers: int, the most processes at once.
+        on_result: optional callable, called with each result as its job
+            finishes (in the order they finish).
+
+    Returns:
+        list of the results, in the order of `jobs`.
+    """
+    if workers == 1 or len(jobs) < 2:
+        results = []
+        for job in jobs:
+            results.append(function(*job))
+            if on_result is not None:
+                on_result(results[-1])
+        return results
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(
+        min(workers, len(jobs)), mp_context=context, initializer=_one_thread
+    ) as pool:
+        futures = [pool.submit(function, *job) for job in jobs]
+        for future in concurrent.futures.as_completed(futures):
+            if on_result is not None:
+                on_result(future.result())
+        return [future.result() for future in futures]
+
+
+def _one_thread():
+    """Limits a worker process to one compute thread on TF and torch (before its first op)."""
+    import keras
+
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    elif keras.backend.backend() == "torch":
+        import torch
+
+        torch.set_num_threads(1)

@@ -1,14 +1,26 @@
-"""BSARec vs SASRec on MovieLens-100K (Shin et al., AAAI 2024).
+"""BSARec vs two SASRec baselines on MovieLens-100K (Shin et al., AAAI 2024).
 
-Both models are trained the same way (softmax cross-entropy over all items at
-the last position, Adam, the same epochs budget and early stopping on
-validation NDCG@20) for several seeds, then tested leave-one-out with full
-ranking: HR@5/10/20 and NDCG@5/10/20, mean and standard deviation. BSARec's
-alpha and c are first chosen on validation NDCG@20 over a grid (seed 0,
-optionally on the first `--grid-users` users and `--grid-epochs` epochs).
+Three models are trained with Adam, early stopping on validation NDCG@20 and
+the best weights restored, for several seeds, then tested leave-one-out with
+full ranking (HR@5/10/20 and NDCG@5/10/20, mean and standard deviation, and
+the paired per-seed difference of BSARec against each baseline): BSARec and
+SASRec with softmax cross-entropy over all items (BSARec's official
+training), and SASRec with binary cross-entropy on one sampled negative item
+(the official SASRec's). The full setting first chooses BSARec's alpha and c
+on validation NDCG@20 (seed 0, patience 5): alpha over `--alphas` at c = 3,
+then c over `--cutoffs` at the best alpha.
+
+Every run saves its state after every epoch in the state folder (`--state`,
+by default `bsarec-state` in `--out`); the same command run again resumes
+each unfinished run where it stopped and skips the finished ones, with the
+same result as an uninterrupted run. Until every run is done, the results so
+far are written to `bsarec-partial.json`, marked partial.
 """
 
+import argparse
+import json
 import os
+import pathlib
 import time
 
 import keras
@@ -16,31 +28,54 @@ import numpy as np
 
 from keras_attn.models import build_bsarec, build_sasrec
 from keras_attn.recommendation import (
-    RankingEarlyStopping,
     evaluate_full_ranking,
+    fit_recommender,
     movielens_100k_split,
 )
-from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
-from keras_attn.utils.training import build_optimizer
+from keras_attn.reproduce._run import choose_setting, finish, mean_and_std, run_in_workers
+from keras_attn.utils.results import run_metadata, write_atomically, write_results
 from keras_attn.utils.validation import float_option, int_option
 
 NAME = "bsarec"
 HELP = "BSARec vs SASRec next-item recommendation on MovieLens-100K."
-MODELS = ("SASRec", "BSARec")
-COLORS = {"SASRec": "tab:gray", "BSARec": "tab:blue"}
+# The model of each name and the loss it trains with.
+MODELS = {"SASRec (BCE)": "bce", "SASRec (softmax)": "softmax", "BSARec": "softmax"}
+BASELINES = ("SASRec (BCE)", "SASRec (softmax)")
+COLORS = {"SASRec (BCE)": "tab:olive", "SASRec (softmax)": "tab:gray", "BSARec": "tab:blue"}
 METRICS = ("HR@5", "NDCG@5", "HR@10", "NDCG@10", "HR@20", "NDCG@20")
 # Fast: a quick check, also the KERAS_ATTN_SMALL size (the slow test runs it with 1
-# seed and 1 epoch). Full: the official training budget, hours on 2 CPU cores.
+# seed and 1 epoch). Full: the official protocol, many CPU-hours on 2 cores.
 SETTINGS = {
-    "fast": {"users": 200, "seeds": 2, "epochs": 2, "patience": 2, "max_length": 20},
-    "full": {"users": None, "seeds": 3, "epochs": 200, "patience": 10, "max_length": 50},
+    "fast": {
+        "users": 200,
+        "seeds": 2,
+        "epochs": 2,
+        "patience": 2,
+        "max_length": 20,
+        "search": False,
+        "search_patience": 2,
+    },
+    "full": {
+        "users": None,
+        "seeds": 3,
+        "epochs": 200,
+        "patience": 10,
+        "max_length": 50,
+        "search": True,
+        "search_patience": 5,
+    },
 }
-# The official grid; `--alphas` / `--cutoffs` run a part of it.
+# The official candidates of the alpha/c search.
 ALPHAS = (0.1, 0.3, 0.5, 0.7, 0.9)
 CUTOFFS = (1, 3, 5, 7, 9)
+SEARCH_CUTOFF = 3  # c while alpha is searched
 # Measured (benchmarks/bsarec_training.py): XLA speeds BSARec's training up
 # and slows SASRec's down on CPU; "auto" picks the faster per model.
 AUTO_JIT = {"SASRec": False, "BSARec": True}
+STATE_FOLDER = "bsarec-state"
+# Training steps per call into the compiled step: the same steps, less time between
+# them (benchmarks/bsarec_training.py); torch runs one step per call.
+STEPS_PER_EXECUTION = 16
 
 
 def add_arguments(parser):
@@ -54,25 +89,33 @@ def add_arguments(parser):
         "--patience", type=int_option(), help="Early-stopping patience (fast 2, full 10)."
     )
     parser.add_argument(
+        "--search",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="Choose BSARec's alpha and c on validation first (full: yes, fast: no).",
+    )
+    parser.add_argument(
+        "--search-patience", type=int_option(), help="Patience of the search runs (full 5)."
+    )
+    parser.add_argument(
         "--alphas",
         type=float_option(0.0, 1.0),
         nargs="+",
-        help="BSARec filter weights tried (default: no grid).",
-    )
-    parser.add_argument("--cutoffs", type=int_option(), nargs="+", help="BSARec c values tried.")
-    parser.add_argument(
-        "--alpha", type=float_option(0.0, 1.0), default=0.9, help="BSARec filter weight."
+        default=list(ALPHAS),
+        help="BSARec filter weights of the search (at c = 3).",
     )
     parser.add_argument(
-        "--cutoff", type=int_option(), default=3, help="BSARec's c (keeps c//2+1 bins)."
-    )
-    parser.add_argument(
-        "--grid-users",
+        "--cutoffs",
         type=int_option(),
-        help="Users of the alpha/c search (default: all of the run's).",
+        nargs="+",
+        default=list(CUTOFFS),
+        help="BSARec c values of the search (at the best alpha).",
     )
     parser.add_argument(
-        "--grid-epochs", type=int_option(), help="Most epochs per alpha/c candidate."
+        "--alpha", type=float_option(0.0, 1.0), default=0.9, help="BSARec's alpha (no search)."
+    )
+    parser.add_argument(
+        "--cutoff", type=int_option(), default=3, help="BSARec's c, keeps c//2+1 bins (no search)."
     )
     parser.add_argument(
         "--learning-rate",
@@ -90,160 +133,273 @@ def add_arguments(parser):
         default="auto",
         help="Train with XLA: auto (BSARec on, SASRec off: the faster on CPU), on or off.",
     )
-
-
-def train_and_test(model, split, epochs, patience, learning_rate, batch_size, jit_compile=False):
-    """Trains with cross-entropy and early stopping; returns test metrics and the log."""
-    model.compile(
-        optimizer=keras.optimizers.Adam(learning_rate),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        jit_compile=jit_compile,
+    parser.add_argument(
+        "--workers",
+        type=int_option(),
+        default=1,
+        help="processes that train independent runs side by side, each on one thread on TF "
+        "and torch (default: 1); the results do not change.",
     )
-    stopping = RankingEarlyStopping(
-        split.valid_inputs, split.valid_targets, split.valid_seen, patience=patience
+    parser.add_argument(
+        "--state",
+        help=f"Folder of the saved runs, to resume from (default: {STATE_FOLDER} in --out).",
     )
-    start = time.perf_counter()
-    build_optimizer(model)
-    history = model.fit(
-        split.train_inputs,
-        split.train_targets,
-        batch_size=batch_size,
-        epochs=epochs,
-        callbacks=[stopping],
-        verbose=0,
-    )
-    seconds = time.perf_counter() - start
-    if stopping.best_epoch is None:
-        raise ValueError(
-            "Training diverged: every validation epoch gave non-finite scores. Try a lower "
-            f"learning rate. Received: learning_rate={learning_rate!r}"
-        )
-    epochs_run = len(stopping.history)
-    test = evaluate_full_ranking(model, split.test_inputs, split.test_targets, split.test_seen)
-    return {
-        "test": test,
-        "best_epoch": stopping.best_epoch + 1,
-        "epochs_run": epochs_run,
-        "valid_ndcg20": [m["NDCG@20"] for m in stopping.history],
-        "train_loss": [float(v) for v in history.history["loss"]],
-        "seconds": seconds,
-        # Training and validation together, per training sequence.
-        "sequences_per_s": epochs_run * len(split.train_targets) / seconds,
-    }
-
-
-def summarize(runs):
-    """Mean and sample standard deviation of each test metric over seeds."""
-    return {metric: mean_and_std([run["test"][metric] for run in runs]) for metric in METRICS}
 
 
 def run(args):
     started_at = time.time()
-    load_at_start = [round(value, 2) for value in os.getloadavg()]
     size, setting = choose_setting(args, SETTINGS)
-    seeds = args.seeds or setting["seeds"]
-    epochs = args.epochs or setting["epochs"]
-    patience = args.patience or setting["patience"]
-    max_length = args.max_length or setting["max_length"]
-    split, num_items = movielens_100k_split(max_length, setting["users"])
-    train = {"epochs": epochs, "patience": patience, "lr": args.learning_rate}
-    train["batch_size"] = args.batch_size
-    grid = choose_alpha_and_cutoff(args, max_length, setting["users"], train)
-    alpha, cutoff = grid["chosen"] if grid else (args.alpha, args.cutoff)
-    builders = {
-        "SASRec": lambda seed: build_sasrec(num_items, max_length, seed=seed),
-        "BSARec": lambda seed: build_bsarec(
-            num_items, max_length, alpha=alpha, cutoff=cutoff, seed=seed
-        ),
-    }
-    runs = {name: [] for name in MODELS}
-    for seed in range(seeds):
-        for name in MODELS:
-            keras.utils.set_random_seed(seed)
-            result = fit_run(builders[name](seed), split, train, jit_for(args, name))
-            runs[name].append(result)
-            print(
-                f"{name} seed {seed}: best epoch {result['best_epoch']}/{result['epochs_run']}, "
-                f"{result['seconds']:.0f} s, {result['sequences_per_s']:.0f} sequences/s, "
-                + ", ".join(f"{m} {result['test'][m]:.4f}" for m in METRICS)
-            )
+    config = protocol(args, setting)
+    state = pathlib.Path(args.state or pathlib.Path(args.out) / STATE_FOLDER)
+    check_state_folder(state, config)
+    report = Report(args, size, config, started_at)
+    search = None
+    if config["search"]:
+        search = choose_alpha_and_cutoff(config, state, args.workers, report)
+    alpha, cutoff = search["chosen"] if search else (config["alpha"], config["cutoff"])
+    jobs = [
+        (run_spec(name, seed, alpha, cutoff, config["patience"]), config, str(state))
+        for seed in range(config["seeds"])
+        for name in MODELS
+    ]
+    done = run_in_workers(train_run, jobs, args.workers, report.add)
+    runs = {name: [r for r in done if r["model"] == name] for name in MODELS}
     summary = {name: summarize(runs[name]) for name in MODELS}
-    print_table(summary, seeds)
+    print_table(summary, config["seeds"])
     results = {
-        "setting": size,
-        "users": len(split.test_targets),
-        "items": num_items,
-        "train_samples": len(split.train_targets),
-        "seeds": seeds,
-        "max_epochs": epochs,
-        "patience": patience,
+        **report.header(),
         "alpha": alpha,
         "cutoff": cutoff,
-        "grid": grid,
-        "learning_rate": args.learning_rate,
-        "batch_size": args.batch_size,
-        "max_length": max_length,
-        "jit_compile": {name: jit_for(args, name) for name in MODELS},
-        "load_average_at_start": load_at_start,
+        "search": search,
         "summary": summary,
-        "bsarec_beats_sasrec": {
-            metric: summary["BSARec"][metric]["mean"] > summary["SASRec"][metric]["mean"]
-            for metric in METRICS
+        "paired_differences": paired_differences(runs),
+        "bsarec_beats": {
+            baseline: {
+                metric: summary["BSARec"][metric]["mean"] > summary[baseline][metric]["mean"]
+                for metric in METRICS
+            }
+            for baseline in BASELINES
         },
         "runs": runs,
     }
-    return finish(args, NAME, results, plot(runs, summary), started_at=started_at, setting=size)
+    outcome = finish(args, NAME, results, plot(runs, summary), started_at=started_at, setting=size)
+    report.remove()
+    return outcome
+
+
+def protocol(args, setting):
+    """The settings every run of the reproduction shares, from `args` and `setting`."""
+    return {
+        "users": setting["users"],
+        "seeds": args.seeds or setting["seeds"],
+        "epochs": args.epochs or setting["epochs"],
+        "patience": args.patience or setting["patience"],
+        "max_length": args.max_length or setting["max_length"],
+        "search": setting["search"] if args.search is None else args.search,
+        "search_patience": args.search_patience or setting["search_patience"],
+        "alphas": list(args.alphas),
+        "cutoffs": list(args.cutoffs),
+        "alpha": args.alpha,
+        "cutoff": args.cutoff,
+        "learning_rate": args.learning_rate,
+        "batch_size": args.batch_size,
+        "jit_compile": {name: jit_for(args, name) for name in AUTO_JIT},
+    }
+
+
+def check_state_folder(state, config):
+    """Creates the state folder, or checks that its runs were made with `config`."""
+    path = state / "protocol.json"
+    if path.is_file():
+        saved = json.loads(path.read_text())
+        if saved != json.loads(json.dumps(config)):
+            changed = sorted(key for key in config if saved.get(key) != config[key])
+            raise ValueError(
+                f"The state folder {state} holds runs of another protocol (it differs in "
+                f"{changed}); pass another --state folder or the same options. Received: "
+                + ", ".join(f"{key}={config[key]!r}" for key in changed)
+            )
+        return
+    state.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(config, indent=1)
+    write_atomically(path, lambda file: file.write(text.encode()))
 
 
 def jit_for(args, name):
-    """Whether model `name` trains under XLA, from `--jit-compile`."""
+    """Whether model `name` ("SASRec" or "BSARec") trains under XLA, from `--jit-compile`."""
     return AUTO_JIT[name] if args.jit_compile == "auto" else args.jit_compile == "on"
 
 
-def fit_run(model, split, train, jit_compile):
-    return train_and_test(
+def run_spec(model, seed, alpha, cutoff, patience, stage="test"):
+    """What one run trains; its `name` names its files in the state folder."""
+    name = f"{stage}-{model.replace(' ', '').replace('(', '-').replace(')', '')}-seed{seed}"
+    if model == "BSARec":
+        name += f"-alpha{alpha}-c{cutoff}"
+    return {
+        "name": name,
+        "stage": stage,
+        "model": model,
+        "seed": seed,
+        "alpha": alpha if model == "BSARec" else None,
+        "cutoff": cutoff if model == "BSARec" else None,
+        "patience": patience,
+    }
+
+
+def train_run(spec, config, state):
+    """Trains and tests one run, resuming its saved state; a finished run is read back."""
+    state = pathlib.Path(state)
+    done = state / f"{spec['name']}.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    load_at_start = [round(value, 2) for value in os.getloadavg()]
+    split, num_items = movielens_100k_split(config["max_length"], config["users"])
+    keras.utils.set_random_seed(spec["seed"])
+    model = build_model(spec, num_items, config["max_length"])
+    family = "BSARec" if spec["model"] == "BSARec" else "SASRec"
+    fitted = fit_recommender(
         model,
         split,
-        train["epochs"],
-        train["patience"],
-        train["lr"],
-        train["batch_size"],
-        jit_compile,
+        num_items=num_items,
+        loss=MODELS[spec["model"]],
+        epochs=config["epochs"],
+        patience=spec["patience"],
+        learning_rate=config["learning_rate"],
+        batch_size=config["batch_size"],
+        seed=spec["seed"],
+        jit_compile=config["jit_compile"][family],
+        steps_per_execution=1 if keras.backend.backend() == "torch" else STEPS_PER_EXECUTION,
+        state_path=state / f"{spec['name']}.npz",
     )
-
-
-def choose_alpha_and_cutoff(args, max_length, users, train):
-    """BSARec's alpha and c with the best validation NDCG@20 (seed 0); `None` without a grid."""
-    if not args.alphas and not args.cutoffs:
-        return None
-    alphas, cutoffs = args.alphas or [args.alpha], args.cutoffs or [args.cutoff]
-    grid_users = args.grid_users or users
-    split, num_items = movielens_100k_split(max_length, grid_users)
-    train = {**train, "epochs": args.grid_epochs or train["epochs"]}
-    candidates = []
-    for alpha in alphas:
-        for cutoff in cutoffs:
-            keras.utils.set_random_seed(0)
-            model = build_bsarec(num_items, max_length, alpha=alpha, cutoff=cutoff, seed=0)
-            result = fit_run(model, split, train, jit_for(args, "BSARec"))
-            best = max(result["valid_ndcg20"])
-            candidates.append({"alpha": alpha, "cutoff": cutoff, "valid_ndcg20": best})
-            print(f"grid alpha={alpha} c={cutoff}: validation NDCG@20 {best:.4f}", flush=True)
-    best = max(candidates, key=lambda c: c["valid_ndcg20"])
-    return {
-        "users": len(split.test_targets),
-        "max_epochs": train["epochs"],
-        "candidates": candidates,
-        "chosen": [best["alpha"], best["cutoff"]],
+    check_converged(fitted, config["learning_rate"])
+    test = evaluate_full_ranking(model, split.test_inputs, split.test_targets, split.test_seen)
+    result = {
+        **spec,
+        "test": test,
+        "best_epoch": fitted["best_epoch"],
+        "epochs_run": fitted["epochs_run"],
+        "valid_ndcg20": [metrics["NDCG@20"] for metrics in fitted["valid"]],
+        "best_valid_ndcg20": max(metrics["NDCG@20"] for metrics in fitted["valid"]),
+        "train_loss": fitted["train_loss"],
+        "seconds": fitted["seconds"],
+        # Training and validation together, per training sequence.
+        "sequences_per_s": fitted["epochs_run"] * len(split.train_targets) / fitted["seconds"],
+        "load_average_at_start": load_at_start,
+        "train_samples": len(split.train_targets),
     }
+    text = json.dumps(result, indent=1)
+    write_atomically(done, lambda file: file.write(text.encode()))
+    (state / f"{spec['name']}.npz").unlink(missing_ok=True)
+    print(
+        f"{spec['name']}: best epoch {result['best_epoch']}/{result['epochs_run']}, "
+        f"{result['seconds']:.0f} s, " + ", ".join(f"{m} {result['test'][m]:.4f}" for m in METRICS),
+        flush=True,
+    )
+    return result
+
+
+def check_converged(fitted, learning_rate):
+    """Raises when every validation epoch of a `fit_recommender` run had non-finite scores."""
+    if fitted["best_epoch"] is None:
+        raise ValueError(
+            "Training diverged: every validation epoch gave non-finite scores. Try a lower "
+            f"learning rate. Received: learning_rate={learning_rate!r}"
+        )
+
+
+def build_model(spec, num_items, max_length):
+    if spec["model"] == "BSARec":
+        return build_bsarec(
+            num_items, max_length, alpha=spec["alpha"], cutoff=spec["cutoff"], seed=spec["seed"]
+        )
+    return build_sasrec(num_items, max_length, seed=spec["seed"])
+
+
+def choose_alpha_and_cutoff(config, state, workers, report):
+    """BSARec's alpha, then c, with the best validation NDCG@20 (seed 0, search patience)."""
+
+    def stage(pairs):
+        jobs = [
+            (run_spec("BSARec", 0, a, c, config["search_patience"], "search"), config, str(state))
+            for a, c in pairs
+        ]
+        return run_in_workers(train_run, jobs, workers, report.add)
+
+    by_alpha = stage([(alpha, SEARCH_CUTOFF) for alpha in config["alphas"]])
+    best_alpha = max(by_alpha, key=lambda r: r["best_valid_ndcg20"])["alpha"]
+    by_cutoff = stage([(best_alpha, cutoff) for cutoff in config["cutoffs"]])
+    best_cutoff = max(by_cutoff, key=lambda r: r["best_valid_ndcg20"])["cutoff"]
+    candidates = [
+        {key: r[key] for key in ("alpha", "cutoff", "best_valid_ndcg20", "epochs_run")}
+        for r in by_alpha + by_cutoff
+    ]
+    print(f"search: alpha {best_alpha}, c {best_cutoff}", flush=True)
+    return {"candidates": candidates, "chosen": [best_alpha, best_cutoff]}
+
+
+class Report:
+    """The results so far, written to `bsarec-partial.json` as each run finishes."""
+
+    def __init__(self, args, size, config, started_at):
+        self.args, self.size, self.config, self.started_at = args, size, config, started_at
+        self.load_at_start = [round(value, 2) for value in os.getloadavg()]
+        self.finished = []
+        split, self.num_items = movielens_100k_split(config["max_length"], config["users"])
+        self.num_users, self.train_samples = len(split.test_targets), len(split.train_targets)
+
+    def header(self):
+        return {
+            "setting": self.size,
+            "users": self.num_users,
+            "items": self.num_items,
+            "train_samples": self.train_samples,
+            **{key: value for key, value in self.config.items() if key != "users"},
+            "max_epochs": self.config["epochs"],
+            "load_average_at_start": self.load_at_start,
+            "train_seconds_all_runs": sum(r["seconds"] for r in self.finished),
+        }
+
+    def add(self, result):
+        self.finished.append(result)
+        results = {**self.header(), "partial": True, "finished_runs": self.finished}
+        setting = "fast" if self.size == "small" else self.size
+        results["meta"] = run_metadata(self.started_at, setting)
+        write_results(self.args.out, f"{NAME}-partial", results)
+
+    def remove(self):
+        (pathlib.Path(self.args.out) / f"{NAME}-partial.json").unlink(missing_ok=True)
+
+
+def summarize(runs):
+    """Mean and sample standard deviation over seeds of each test metric and the epochs."""
+    summary = {metric: mean_and_std([run["test"][metric] for run in runs]) for metric in METRICS}
+    summary["best_epoch"] = [run["best_epoch"] for run in runs]
+    summary["epochs_run"] = [run["epochs_run"] for run in runs]
+    summary["seconds"] = sum(run["seconds"] for run in runs)
+    return summary
+
+
+def paired_differences(runs):
+    """BSARec minus each baseline, seed by seed, per metric, with their mean and std."""
+    differences = {}
+    for baseline in BASELINES:
+        table = {}
+        for metric in METRICS:
+            values = [
+                ours["test"][metric] - theirs["test"][metric]
+                for ours, theirs in zip(runs["BSARec"], runs[baseline], strict=True)
+            ]
+            table[metric] = {"per_seed": values, **mean_and_std(values)}
+        differences[baseline] = table
+    return differences
 
 
 def print_table(summary, seeds):
     print(f"\nTest, full ranking, mean ± std over {seeds} seeds")
-    print(f"{'model':<8}" + "".join(f"{m:>18}" for m in METRICS))
+    print(f"{'model':<18}" + "".join(f"{m:>18}" for m in METRICS))
     for name, table in summary.items():
         cells = "".join(f"{table[m]['mean']:>10.4f} ± {table[m]['std']:.4f}" for m in METRICS)
-        print(f"{name:<8}{cells}")
+        print(f"{name:<18}{cells}")
 
 
 def plot(runs, summary):
@@ -254,7 +410,7 @@ def plot(runs, summary):
 
     figure, (curves, bars) = plt.subplots(1, 2, figsize=(10, 3.5))
     positions = np.arange(len(METRICS))
-    for offset, name in zip((-0.2, 0.2), MODELS, strict=True):
+    for offset, name in zip((-0.27, 0.0, 0.27), MODELS, strict=True):
         color = COLORS[name]
         for index, result in enumerate(runs[name]):
             epochs = np.arange(1, len(result["valid_ndcg20"]) + 1)
@@ -262,7 +418,7 @@ def plot(runs, summary):
             curves.plot(epochs, result["valid_ndcg20"], color=color, alpha=0.7, label=label)
         means = [summary[name][m]["mean"] for m in METRICS]
         stds = [summary[name][m]["std"] for m in METRICS]
-        bars.bar(positions + offset, means, 0.4, yerr=stds, color=color, label=name)
+        bars.bar(positions + offset, means, 0.27, yerr=stds, color=color, label=name)
     curves.set(xlabel="epoch", ylabel="validation NDCG@20", title="Early stopping signal")
     curves.legend()
     bars.set_xticks(positions, METRICS, rotation=30)

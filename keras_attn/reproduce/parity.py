@@ -24,9 +24,6 @@ balance of the test strings whatever its weights, so two constant
 predictors of the same class give identical accuracies.
 """
 
-import concurrent.futures
-import itertools
-import multiprocessing
 import time
 
 import keras
@@ -34,7 +31,7 @@ import numpy as np
 
 from keras_attn.datasets.bit_strings import make_bit_strings
 from keras_attn.models.bit_string_classifier import bit_string_logits, build_bit_string_classifier
-from keras_attn.reproduce._run import choose_setting, finish
+from keras_attn.reproduce._run import choose_setting, finish, run_in_workers
 from keras_attn.utils.training import build_optimizer
 from keras_attn.utils.validation import float_option, int_option
 
@@ -186,28 +183,10 @@ def train_groups(groups, setting, workers):
     """`train_and_test` of every `(task, length, scale)` group, in order.
 
     With `workers` above 1 the groups train in that many fresh processes of
-    one thread each; every run seeds itself, so the results are the same.
+    one thread each (`run_in_workers`); every run seeds itself, so the
+    results are the same.
     """
-    if workers == 1 or len(groups) < 2:
-        return [train_and_test(*group, setting) for group in groups]
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(
-        min(workers, len(groups)), mp_context=context, initializer=_one_thread
-    ) as pool:
-        return list(pool.map(train_and_test, *zip(*groups, strict=True), itertools.repeat(setting)))
-
-
-def _one_thread():
-    """Limits a worker process to one compute thread on TF and torch (before its first op)."""
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        tf.config.threading.set_intra_op_parallelism_threads(1)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
-    elif keras.backend.backend() == "torch":
-        import torch
-
-        torch.set_num_threads(1)
+    return run_in_workers(train_and_test, [(*group, setting) for group in groups], workers)
 
 
 def train_and_test(task, train_length, logit_scale, setting):

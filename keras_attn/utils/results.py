@@ -162,6 +162,31 @@ def _replace_together(paths, text, figure):
             path.unlink(missing_ok=True)
 
 
+def write_atomically(path: str | os.PathLike, save) -> pathlib.Path:
+    """Writes a file whole or not at all: `save` writes a temporary file, renamed to `path`.
+
+    A failed or interrupted write (an error in `save`, a full disk, a killed
+    process) leaves the old file at `path` as it was; the temporary file
+    beside it is removed when Python can still do so.
+
+    Args:
+        path: the file to write; its folder must exist.
+        save: callable taking an open binary file and writing the content.
+
+    Returns:
+        The path, as a `pathlib.Path`.
+    """
+    path = pathlib.Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "wb") as file:
+            save(file)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return path
+
+
 @contextlib.contextmanager
 def _folder_lock(folder):
     """Holds an exclusive lock on `folder` (where the platform has `fcntl`)."""

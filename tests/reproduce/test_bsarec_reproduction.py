@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from keras_attn.models import build_sasrec
-from keras_attn.recommendation import leave_one_out_split
+from keras_attn.recommendation import fit_recommender, leave_one_out_split
 from keras_attn.reproduce import available, bsarec
 
 
@@ -13,11 +13,15 @@ def test_reproduction_is_registered():
     assert available()["bsarec"] is bsarec
 
 
-@pytest.mark.slow
-def test_fast_reproduction_writes_six_metrics_per_model(tmp_path):
+def _args(*options):
     parser = argparse.ArgumentParser()
     bsarec.add_arguments(parser)
-    args = parser.parse_args(["--seeds", "1", "--epochs", "1"])
+    return parser.parse_args(list(options))
+
+
+@pytest.mark.slow
+def test_fast_reproduction_writes_six_metrics_per_model(tmp_path):
+    args = _args("--seeds", "1", "--epochs", "1")
     args.out, args.full = str(tmp_path), False
     outcome = bsarec.run(args)
     results = json.loads(outcome["paths"]["json"].read_text())
@@ -27,10 +31,51 @@ def test_fast_reproduction_writes_six_metrics_per_model(tmp_path):
     assert results["meta"]["setting"] == "fast"  # the small size is recorded as fast
     assert results["users"] == bsarec.SETTINGS["fast"]["users"]
     for model in bsarec.MODELS:
-        assert sorted(results["summary"][model]) == sorted(bsarec.METRICS)
+        assert sorted(k for k in results["summary"][model] if k in bsarec.METRICS) == sorted(
+            bsarec.METRICS
+        )
         for metric in bsarec.METRICS:
             assert 0.0 < results["summary"][model][metric]["mean"] < 1.0
         assert len(results["runs"][model]) == 1
+    assert not (tmp_path / "bsarec-partial.json").exists()  # removed once all runs are done
+    # Run again: every run is read back from the state folder, nothing trains.
+    again = bsarec.run(args)
+    assert again["results"]["summary"] == results["summary"]
+
+
+def test_the_full_setting_runs_the_official_protocol():
+    config = bsarec.protocol(_args(), bsarec.SETTINGS["full"])
+    assert config["users"] is None  # all 943
+    assert (config["seeds"], config["epochs"], config["patience"]) == (3, 200, 10)
+    assert (config["max_length"], config["learning_rate"], config["batch_size"]) == (50, 1e-3, 256)
+    assert config["search"] and config["search_patience"] == 5
+    assert config["alphas"] == [0.1, 0.3, 0.5, 0.7, 0.9]
+    assert config["cutoffs"] == [1, 3, 5, 7, 9]
+    assert bsarec.MODELS == {
+        "SASRec (BCE)": "bce",
+        "SASRec (softmax)": "softmax",
+        "BSARec": "softmax",
+    }
+
+
+def test_a_state_folder_of_another_protocol_is_refused(tmp_path):
+    config = bsarec.protocol(_args(), bsarec.SETTINGS["fast"])
+    bsarec.check_state_folder(tmp_path, config)
+    bsarec.check_state_folder(tmp_path, config)  # the same protocol resumes
+    other = {**config, "epochs": 5}
+    with pytest.raises(ValueError, match=r"another protocol.*\['epochs'\].*Received: epochs=5"):
+        bsarec.check_state_folder(tmp_path, other)
+
+
+def test_a_finished_run_is_read_back_not_trained(tmp_path):
+    spec = bsarec.run_spec("SASRec (BCE)", 1, 0.5, 3, 10)
+    assert spec["name"] == "test-SASRec-BCE-seed1" and spec["alpha"] is None
+    assert bsarec.run_spec("BSARec", 0, 0.5, 3, 5, "search")["name"] == (
+        "search-BSARec-seed0-alpha0.5-c3"
+    )
+    finished = {**spec, "test": {"HR@5": 0.25}}
+    (tmp_path / f"{spec['name']}.json").write_text(json.dumps(finished))
+    assert bsarec.train_run(spec, {}, str(tmp_path)) == finished
 
 
 def test_a_diverged_training_is_an_error_not_a_perfect_score():
@@ -38,5 +83,9 @@ def test_a_diverged_training_is_an_error_not_a_perfect_score():
     split = leave_one_out_split(sequences, max_length=4)
     model = build_sasrec(5, max_length=4, hidden_dim=8, num_layers=1, seed=0)
     with pytest.warns(UserWarning, match="non-finite"):
-        with pytest.raises(ValueError, match=r"diverged.*Received: learning_rate=1e\+30"):
-            bsarec.train_and_test(model, split, 2, 1, learning_rate=1e30, batch_size=16)
+        fitted = fit_recommender(
+            model, split, num_items=5, epochs=2, patience=1, learning_rate=1e30, batch_size=16
+        )
+    assert fitted["best_epoch"] is None
+    with pytest.raises(ValueError, match=r"diverged.*Received: learning_rate=1e\+30"):
+        bsarec.check_converged(fitted, 1e30)

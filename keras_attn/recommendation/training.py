@@ -1,0 +1,291 @@
+"""Training of next-item models: the two losses, and runs that resume where they stopped."""
+
+import json
+import os
+import pathlib
+import time
+from collections.abc import Sequence
+
+import keras
+import numpy as np
+
+from keras_attn._typing import Tensor
+from keras_attn.recommendation.data import PADDING_ITEM, LeaveOneOutSplit
+from keras_attn.recommendation.evaluation import RankingEarlyStopping
+from keras_attn.utils.results import write_atomically
+from keras_attn.utils.training import build_optimizer
+
+# "softmax": cross-entropy over all items (BSARec's official training);
+# "bce": binary cross-entropy on the target and one sampled negative item
+# (the official SASRec's training).
+LOSSES = ("softmax", "bce")
+STATE_VERSION = 1
+
+
+def sample_negatives(
+    inputs: Tensor, targets: Tensor, num_items: int, rng: np.random.Generator
+) -> np.ndarray:
+    """One negative item per sample, as the official SASRec training draws it.
+
+    Each is uniform over the items `1..num_items` that are neither in the
+    sample's history (the non-padding items of its row of `inputs`) nor its
+    target: an item of the sample is drawn again until it is none of them.
+
+    Args:
+        inputs: `(num_samples, max_length)` left-padded histories.
+        targets: `(num_samples,)` the item after each history.
+        num_items: int, the largest item id.
+        rng: a `numpy.random.Generator`, the only source of randomness.
+
+    Returns:
+        int32 array of shape `(num_samples,)`.
+
+    Example:
+
+    >>> sample_negatives(np.array([[0, 1], [2, 3]]), np.array([2, 1]), 4,
+    ...                  np.random.default_rng(0)).tolist()
+    [4, 4]
+    """
+    inputs, targets = np.asarray(inputs), np.asarray(targets)
+    # A row holds at most max_length + 1 items: only then can it hold all of them.
+    if num_items <= inputs.shape[1] + 1 and _no_candidate(inputs, targets, num_items):
+        raise ValueError(
+            "A sample has no negative item: its history and target hold every item. "
+            f"Received: num_items={num_items}"
+        )
+    negatives = np.zeros(len(targets), np.int32)
+    redraw = np.arange(len(targets))
+    while len(redraw):
+        negatives[redraw] = rng.integers(1, num_items + 1, len(redraw))
+        drawn = negatives[redraw]
+        seen = (inputs[redraw] == drawn[:, None]).any(axis=1) | (targets[redraw] == drawn)
+        redraw = redraw[seen]
+    return negatives
+
+
+def _no_candidate(inputs, targets, num_items):
+    """Whether some row's history and target cover every item `1..num_items`."""
+    for row, target in zip(inputs, targets, strict=True):
+        items = set(row[row != PADDING_ITEM].tolist()) | {int(target)}
+        if len(items) >= num_items:
+            return True
+    return False
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class SampledBinaryCrossentropy(keras.losses.Loss):
+    """Binary cross-entropy of the target against one sampled negative item.
+
+    The official SASRec's loss: with `s` the model's logits over all items,
+    each sample costs `-log sigmoid(s[positive]) - log sigmoid(-s[negative])`,
+    averaged over the batch (the official code's two `BCEWithLogitsLoss`
+    means, added).
+
+    Call arguments:
+        y_true: `(batch, 2)` int item ids: the target, then the negative
+            (see `sample_negatives`).
+        y_pred: `(batch, num_items + 1)` logits over all items.
+
+    Example:
+
+    >>> loss = SampledBinaryCrossentropy()
+    >>> round(float(loss(np.array([[1, 2]]), np.array([[0.0, 0.0, 0.0]]))), 4)  # 2 log 2
+    1.3863
+    """
+
+    def __init__(self, name="sampled_binary_crossentropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def call(self, y_true, y_pred):
+        ids = keras.ops.cast(y_true, "int32")  # (batch, 2)
+        picked = keras.ops.take_along_axis(y_pred, ids, axis=1)  # (batch, 2)
+        signs = keras.ops.convert_to_tensor([-1.0, 1.0], y_pred.dtype)
+        return keras.ops.sum(keras.ops.softplus(picked * signs), axis=1)  # (batch,)
+
+
+def compile_recommender(
+    model, loss="softmax", learning_rate=1e-3, jit_compile=False, steps_per_execution=1
+):
+    """Compiles `model` with Adam and one of `LOSSES`, its optimizer built."""
+    if loss not in LOSSES:
+        raise ValueError(f"`loss` must be one of {LOSSES}. Received: loss={loss!r}")
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate),
+        loss=(
+            SampledBinaryCrossentropy()
+            if loss == "bce"
+            else keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        ),
+        jit_compile=jit_compile,
+        steps_per_execution=steps_per_execution,
+    )
+    build_optimizer(model)
+
+
+def epoch_samples(split, epoch, seed, loss, num_items):
+    """The training inputs and targets of one epoch, in its shuffled order.
+
+    The order (and, with the `"bce"` loss, the negatives) come from a
+    generator seeded with `(seed, epoch)`, so an epoch is the same whether
+    the run was interrupted before it or not.
+    """
+    rng = np.random.default_rng([seed, epoch])
+    order = rng.permutation(len(split.train_targets))
+    inputs, targets = split.train_inputs[order], split.train_targets[order]
+    if loss == "bce":
+        negatives = sample_negatives(inputs, targets, num_items, rng)
+        targets = np.stack([targets, negatives], axis=1)  # (samples, 2)
+    return inputs, targets
+
+
+def fit_recommender(
+    model: keras.Model,
+    split: LeaveOneOutSplit,
+    *,
+    num_items: int,
+    loss: str = "softmax",
+    epochs: int = 200,
+    patience: int = 10,
+    learning_rate: float = 1e-3,
+    batch_size: int = 256,
+    seed: int = 0,
+    jit_compile: bool = False,
+    steps_per_execution: int = 1,
+    state_path: str | os.PathLike | None = None,
+    callbacks: Sequence[keras.callbacks.Callback] = (),
+) -> dict:
+    """Trains a next-item model with early stopping, resuming a saved run.
+
+    Each epoch shuffles the training samples with a generator seeded with
+    `(seed, epoch)` and trains on them once; then `RankingEarlyStopping`
+    ranks every item for the validation queries, and training stops after
+    `patience` epochs without a higher validation NDCG@20. The best
+    weights are restored at the end.
+
+    With `state_path`, the whole state is saved there after every epoch:
+    every model variable (weights and the dropout layers' seeds), the
+    optimizer's variables, the epoch, the early-stopping state with its best
+    weights, the losses and the time spent. The file is replaced whole or
+    not at all. A later call with the same `state_path` starts from it, and
+    gives the same result as a run that was never interrupted.
+
+    Args:
+        model: a built `keras.Model` from `(batch, max_length)` item ids to
+            `(batch, num_items + 1)` logits, such as `build_bsarec`.
+        split: the `LeaveOneOutSplit` to train and validate on.
+        num_items: int, the largest item id (negatives are drawn from
+            `1..num_items`).
+        loss: one of `LOSSES`: `"softmax"` (cross-entropy over all items)
+            or `"bce"` (`SampledBinaryCrossentropy` with one negative drawn
+            per sample and epoch by `sample_negatives`).
+        epochs: int, most epochs.
+        patience: int, epochs without improvement before stopping.
+        learning_rate: float, Adam's learning rate.
+        batch_size: int, training batch size.
+        seed: int, seed of the epochs' order and negatives.
+        jit_compile: bool, train under XLA.
+        steps_per_execution: int, training steps per call into the compiled
+            function (Keras' `compile` argument; 1 on torch). More steps
+            per call spend less time between steps; the steps are the same.
+        state_path: optional path of the state file (a `.npz`).
+        callbacks: Keras callbacks passed to each epoch's `fit`.
+
+    Returns:
+        dict with `"best_epoch"` (1-based; `None` when every epoch's scores
+        were non-finite), `"epochs_run"`, `"valid"` (the validation metrics
+        of every epoch), `"train_loss"` (one mean per epoch) and
+        `"seconds"` (training and validation, summed over resumed parts).
+    """
+    compile_recommender(model, loss, learning_rate, jit_compile, steps_per_execution)
+    stopping = RankingEarlyStopping(
+        split.valid_inputs, split.valid_targets, split.valid_seen, patience=patience
+    )
+    stopping.set_model(model)
+    stopping.on_train_begin()
+    progress = {"epoch": 0, "train_loss": [], "seconds": 0.0}
+    if state_path is not None and pathlib.Path(state_path).is_file():
+        progress = load_state(state_path, model, stopping)
+    while progress["epoch"] < epochs and stopping.wait < patience:
+        epoch, start = progress["epoch"], time.perf_counter()
+        inputs, targets = epoch_samples(split, epoch, seed, loss, num_items)
+        history = model.fit(
+            inputs,
+            targets,
+            batch_size=batch_size,
+            epochs=epoch + 1,
+            initial_epoch=epoch,
+            shuffle=False,
+            callbacks=list(callbacks),
+            verbose=0,
+        )
+        stopping.on_epoch_end(epoch)
+        progress["train_loss"].append(float(history.history["loss"][-1]))
+        progress["seconds"] += time.perf_counter() - start
+        progress["epoch"] = epoch + 1
+        if state_path is not None:
+            save_state(state_path, model, stopping, progress)
+    stopping.on_train_end()
+    return {
+        "best_epoch": None if stopping.best_epoch is None else stopping.best_epoch + 1,
+        "epochs_run": progress["epoch"],
+        "valid": stopping.history,
+        "train_loss": progress["train_loss"],
+        "seconds": progress["seconds"],
+    }
+
+
+def save_state(path, model, stopping, progress):
+    """Writes a run's state to `path` (`.npz`), whole or not at all."""
+    arrays = _variables("model", model.variables)
+    arrays.update(_variables("optimizer", model.optimizer.variables))
+    arrays.update(_variables("best", stopping.best_weights or []))
+    record = {
+        "version": STATE_VERSION,
+        "progress": progress,
+        "stopping": {
+            "history": stopping.history,
+            "best_epoch": stopping.best_epoch,
+            "best_score": None if stopping.best_epoch is None else stopping.best_score,
+            "wait": stopping.wait,
+            "non_finite_epochs": stopping.non_finite_epochs,
+        },
+    }
+    arrays["record"] = np.array(json.dumps(record))
+    write_atomically(path, lambda file: np.savez(file, **arrays))
+
+
+def load_state(path, model, stopping):
+    """Restores what `save_state` wrote into `model` and `stopping`; returns the progress."""
+    with np.load(path, allow_pickle=False) as data:
+        record = json.loads(str(data["record"]))
+        if record.get("version") != STATE_VERSION:
+            raise ValueError(
+                f"The state file {path} was written by another version. "
+                f"Received: version={record.get('version')!r}"
+            )
+        _assign("model", model.variables, data, path)
+        _assign("optimizer", model.optimizer.variables, data, path)
+        best = [data[f"best_{i}"] for i in range(sum(n.startswith("best_") for n in data.files))]
+    state = record["stopping"]
+    stopping.history = state["history"]
+    stopping.best_epoch = state["best_epoch"]
+    stopping.best_score = -np.inf if state["best_score"] is None else state["best_score"]
+    stopping.wait = state["wait"]
+    stopping.non_finite_epochs = state["non_finite_epochs"]
+    stopping.best_weights = best or None
+    return record["progress"]
+
+
+def _variables(prefix, variables):
+    return {f"{prefix}_{i}": keras.ops.convert_to_numpy(v) for i, v in enumerate(variables)}
+
+
+def _assign(prefix, variables, data, path):
+    stored = sum(name.startswith(f"{prefix}_") for name in data.files)
+    if stored != len(variables):
+        raise ValueError(
+            f"The state file {path} does not fit this model: it holds {stored} {prefix} "
+            f"variables, the model has {len(variables)}."
+        )
+    for index, variable in enumerate(variables):
+        variable.assign(data[f"{prefix}_{index}"])

@@ -1,0 +1,150 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.models import build_bsarec, build_sasrec
+from keras_attn.recommendation import (
+    SampledBinaryCrossentropy,
+    fit_recommender,
+    leave_one_out_split,
+    sample_negatives,
+)
+from keras_attn.recommendation.training import compile_recommender
+from keras_attn.testing.arrays import to_numpy
+from keras_attn.utils.results import write_atomically
+
+NUM_ITEMS = 9
+SEQUENCES = [
+    np.array([1, 2, 3, 4, 5, 6]),
+    np.array([2, 4, 6, 8, 1, 3]),
+    np.array([9, 7, 5, 3, 1]),
+    np.array([3, 6, 9, 2, 5, 8]),
+]
+
+
+@pytest.mark.backend_agnostic
+def test_sampled_binary_crossentropy_matches_numpy():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(5, 8)).astype("float32")
+    ids = np.stack([rng.integers(1, 8, 5), rng.integers(1, 8, 5)], axis=1)
+    rows = np.arange(5)
+    positive, negative = logits[rows, ids[:, 0]], logits[rows, ids[:, 1]]
+    # BCE with labels 1 and 0: -log(sigmoid(p)) - log(1 - sigmoid(n)), batch mean.
+    sigmoid = 1.0 / (1.0 + np.exp(-np.float64(np.stack([positive, negative]))))
+    expected = np.mean(-np.log(sigmoid[0]) - np.log(1.0 - sigmoid[1]))
+    loss = SampledBinaryCrossentropy()(ids, logits)
+    np.testing.assert_allclose(to_numpy(loss), expected, rtol=1e-6)
+
+
+def test_negatives_avoid_the_history_and_the_target():
+    inputs = np.array([[0, 1, 2], [3, 4, 5], [0, 0, 0]])
+    targets = np.array([3, 6, 1])
+    negatives = sample_negatives(inputs, targets, 7, np.random.default_rng(0))
+    allowed = [{4, 5, 6, 7}, {1, 2, 7}, {2, 3, 4, 5, 6, 7}]
+    for negative, items in zip(negatives.tolist(), allowed, strict=True):
+        assert negative in items
+    again = sample_negatives(inputs, targets, 7, np.random.default_rng(0))
+    assert again.tolist() == negatives.tolist()
+    # Only item 5 is allowed in each row: the draws are repeated until they find it.
+    inputs, targets = np.array([[1, 2, 3], [2, 3, 4]]), np.array([4, 1])
+    assert sample_negatives(inputs, targets, 5, np.random.default_rng(1)).tolist() == [5, 5]
+    with pytest.raises(ValueError, match="no negative item.*Received: num_items=4"):
+        sample_negatives(np.array([[1, 2, 3]]), np.array([4]), 4, np.random.default_rng(0))
+
+
+class _Interrupt(keras.callbacks.Callback):
+    """Stops the process-like run in the middle of its second epoch."""
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.params and batch == 1 and self._epoch == 1:
+            raise KeyboardInterrupt
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+
+def _run(state_path, callbacks=()):
+    keras.utils.set_random_seed(0)
+    model = build_sasrec(NUM_ITEMS, max_length=4, hidden_dim=8, num_layers=1, seed=0)
+    split = leave_one_out_split(SEQUENCES, max_length=4)
+    result = fit_recommender(
+        model,
+        split,
+        num_items=NUM_ITEMS,
+        loss="bce",
+        epochs=2,
+        patience=2,
+        batch_size=5,
+        seed=0,
+        state_path=state_path,
+        callbacks=callbacks,
+    )
+    return result, [to_numpy(v) for v in model.variables]
+
+
+def test_an_interrupted_run_resumes_to_the_same_result(tmp_path):
+    whole, whole_weights = _run(tmp_path / "whole.npz")
+    assert whole["epochs_run"] == 2
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path / "cut.npz", [_Interrupt()])
+    assert (tmp_path / "cut.npz").is_file()  # the first epoch's state
+    resumed, resumed_weights = _run(tmp_path / "cut.npz")
+    assert resumed["train_loss"] == whole["train_loss"]
+    assert resumed["valid"] == whole["valid"]
+    assert resumed["best_epoch"] == whole["best_epoch"]
+    for got, expected in zip(resumed_weights, whole_weights, strict=True):
+        np.testing.assert_array_equal(got, expected)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.npz", "whole.npz"]
+
+
+def test_a_failed_atomic_write_keeps_the_old_file(tmp_path):
+    path = tmp_path / "state.npz"
+    path.write_bytes(b"old")
+
+    def fail(file):
+        file.write(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        write_atomically(path, fail)
+    assert path.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["state.npz"]
+
+
+class _StepLosses(keras.callbacks.Callback):
+    """The running mean loss that Keras reports after each call into the training step."""
+
+    def __init__(self):
+        super().__init__()
+        self.losses = {}
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.losses[batch] = float(logs["loss"])
+
+
+def _first_steps(builder, jit_compile, steps_per_execution, steps=30, batch_size=8):
+    rng = np.random.default_rng(0)
+    inputs = rng.integers(0, NUM_ITEMS + 1, (steps * batch_size, 6)).astype("int32")
+    targets = rng.integers(1, NUM_ITEMS + 1, steps * batch_size).astype("int32")
+    keras.utils.set_random_seed(0)
+    model = builder(NUM_ITEMS, max_length=6, hidden_dim=8, num_layers=2, seed=0)
+    compile_recommender(model, "softmax", 1e-3, jit_compile, steps_per_execution)
+    record = _StepLosses()
+    model.fit(inputs, targets, batch_size=batch_size, shuffle=False, callbacks=[record], verbose=0)
+    return record.losses, [to_numpy(w) for w in model.weights]
+
+
+# Each model at the reproduction's XLA choice: XLA draws other dropout masks, so it
+# is part of the trajectory.
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "builder, jit_compile", [(build_sasrec, False), (build_bsarec, True)], ids=["sasrec", "bsarec"]
+)
+def test_more_steps_per_call_take_the_same_first_30_steps(builder, jit_compile):
+    former, former_weights = _first_steps(builder, jit_compile, steps_per_execution=1)
+    faster, faster_weights = _first_steps(builder, jit_compile, steps_per_execution=5)
+    assert sorted(faster) == list(range(4, 30, 5))
+    for step, loss in faster.items():
+        np.testing.assert_allclose(loss, former[step], rtol=0, atol=1e-5)
+    for got, expected in zip(faster_weights, former_weights, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
