@@ -10,6 +10,7 @@ import numpy as np
 
 from keras_attn._typing import Tensor
 from keras_attn.pruning.attention_layers import attention_layers
+from keras_attn.utils.model_layers import gate_heads
 
 
 def head_importance(
@@ -140,19 +141,13 @@ def _run_gated(layers, total_loss, make_gate):
     """`(gates, total_loss())` with each head's output multiplied by a gate.
 
     `make_gate(name, ones)` returns the gate of layer `name` from a tensor
-    of ones of shape `(batch, length, heads, 1)`, so its gradient is the
-    per-token mask gradient. A layer called more than once per model call
-    is refused: one gate per head and token would be ambiguous.
+    of ones of shape `(batch, length, heads, 1)` (see
+    `keras_attn.utils.gate_heads`), so its gradient is the per-token mask
+    gradient. A layer called more than once per model call is refused: one
+    gate per head and token would be ambiguous.
     """
-    gates = {name: [] for name in layers}
-    projections = {name: layer.output_dense for name, layer in layers.items()}
-    for name, projection in projections.items():
-        projection.call = _gated_call(projection.call, name, gates, make_gate)
-    try:
+    with gate_heads(layers, make_gate) as gates:
         total = total_loss()
-    finally:
-        for projection in projections.values():
-            del projection.call
     for name, calls in gates.items():
         if len(calls) != 1:
             raise ValueError(
@@ -172,12 +167,3 @@ def _per_example_loss(loss):
     if isinstance(loss, keras.losses.Loss):
         return loss.call
     return keras.losses.get(loss)
-
-
-def _gated_call(call, name, gates, make_gate):
-    def gated(inputs, *args, **kwargs):
-        gate = make_gate(name, keras.ops.ones_like(inputs[..., :1]))  # (batch, length, heads, 1)
-        gates[name].append(gate)
-        return call(inputs * gate, *args, **kwargs)
-
-    return gated

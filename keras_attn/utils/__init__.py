@@ -6,7 +6,16 @@ import typing
 if typing.TYPE_CHECKING:  # the same names, for type checkers and the API docs
     from keras_attn.utils.bootstrap import bootstrap_interval
     from keras_attn.utils.macs import count_macs, layer_macs, register_macs
-    from keras_attn.utils.model_layers import find_layers
+    from keras_attn.utils.model_layers import (
+        FeedForwardLayers,
+        attention_projections,
+        find_attention_layers,
+        find_feed_forward_layers,
+        find_layers,
+        gate_heads,
+        intercept_calls,
+        record_calls,
+    )
     from keras_attn.utils.results import (
         finish_run,
         is_small_run,
@@ -19,14 +28,21 @@ if typing.TYPE_CHECKING:  # the same names, for type checkers and the API docs
 # Loaded on first use: the layers import `keras_attn.utils.validation`, and
 # `macs` imports the layers, so an eager import here would be circular.
 _EXPORTS = {
+    "FeedForwardLayers": "model_layers",
+    "attention_projections": "model_layers",
     "batch_latency_ms": "timing",
     "bootstrap_interval": "bootstrap",
     "count_macs": "macs",
+    "find_attention_layers": "model_layers",
+    "find_feed_forward_layers": "model_layers",
     "find_layers": "model_layers",
+    "gate_heads": "model_layers",
+    "intercept_calls": "model_layers",
     "finish_run": "results",
     "is_small_run": "results",
     "layer_macs": "macs",
     "median_seconds": "timing",
+    "record_calls": "model_layers",
     "register_macs": "macs",
     "run_metadata": "results",
     "write_benchmark": "results",
@@ -34,14 +50,21 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "FeedForwardLayers",
+    "attention_projections",
     "batch_latency_ms",
     "bootstrap_interval",
     "count_macs",
+    "find_attention_layers",
+    "find_feed_forward_layers",
     "find_layers",
     "finish_run",
+    "gate_heads",
+    "intercept_calls",
     "is_small_run",
     "layer_macs",
     "median_seconds",
+    "record_calls",
     "register_macs",
     "run_metadata",
     "write_benchmark",
