@@ -1,4 +1,5 @@
 import keras
+import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -213,3 +214,69 @@ def test_requires_attention_layers():
     x = keras.Input((4,))
     with pytest.raises(ValueError, match="Received: model="):
         head_importance(keras.Model(x, keras.layers.Dense(2)(x)), [], "mse")
+
+
+class _SubclassedParallel(keras.Model):
+    """A subclassed model on `keras.layers.MultiHeadAttention`: y = A_1(x) + A_2(x)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.first = keras.layers.MultiHeadAttention(3, 4, name="first")
+        self.last = keras.layers.MultiHeadAttention(3, 4, name="last")
+
+    def call(self, x):
+        return self.first(x, x) + self.last(x, x)
+
+
+@pytest.mark.backend_agnostic
+def test_subclassed_keras_attention_model_equals_the_official_quantity():
+    keras.utils.set_random_seed(8)
+    model = _SubclassedParallel()
+    model(X)
+    data = [(X[:2], C[:2]), (X[2:], C[2:])]
+    scores = head_importance(model, data, linear_loss, normalize=False)
+    assert list(scores) == ["first", "last"]
+    for name, divisor in (("first", 15), ("last", 3)):
+        layer = getattr(model, name)
+        expected = _official(_head_sums(layer, X, C), [2, 1], divisor)
+        np.testing.assert_allclose(scores[name], expected, rtol=1e-4)
+
+
+def _keras_hub_case(name):
+    """A tiny KerasHub backbone (random weights), one batch and a linear loss."""
+    rng = np.random.default_rng(9)
+    text = {"num_layers": 2, "num_heads": 2, "hidden_dim": 8, "intermediate_dim": 16}
+    padding_mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
+    tokens = {"token_ids": rng.integers(1, 30, (2, 5)), "padding_mask": padding_mask}
+    if name == "bert":
+        model = keras_hub.models.BertBackbone(30, max_sequence_length=8, **text)
+        x = {**tokens, "segment_ids": np.zeros((2, 5), "int32")}
+        return model, x, lambda y, out: ops.sum(y * out["sequence_output"], axis=(1, 2))
+    if name == "gpt2":
+        return keras_hub.models.GPT2Backbone(30, max_sequence_length=8, **text), tokens, None
+    model = keras_hub.models.ViTBackbone(
+        (8, 8, 3), patch_size=4, num_layers=2, num_heads=2, hidden_dim=8, mlp_dim=16
+    )
+    return model, rng.normal(size=(2, 8, 8, 3)).astype("float32"), None
+
+
+@pytest.mark.backend_agnostic
+@pytest.mark.parametrize("name", ["bert", "gpt2", "vit"])
+def test_keras_hub_backbones_in_model_order(name):
+    model, x, loss = _keras_hub_case(name)
+    outputs = model(x)
+    sequence = outputs["sequence_output"] if isinstance(outputs, dict) else outputs
+    target = np.random.default_rng(1).normal(size=sequence.shape).astype("float32")
+    loss = loss or linear_loss
+    scores = head_importance(model, [(x, target)], loss, normalize=False)
+    layers = list(attention_layers(model))
+    assert list(scores) == layers and len(layers) == 2
+    assert all(np.all(np.isfinite(score)) and np.any(score > 0) for score in scores.values())
+    assert head_mask_array(model, {layers[1]: [1]}).tolist() == [[1, 1], [1, 0]]
+    if name == "bert":
+        every = head_importance(
+            model, [(x, target)], loss, normalize=False, token_mask=lambda x: np.ones((2, 5))
+        )
+        # By default the first layer is divided by the real tokens, 8 of 10 here.
+        np.testing.assert_allclose(scores[layers[0]] * 8, every[layers[0]] * 10, rtol=1e-5)
+        np.testing.assert_allclose(scores[layers[1]], every[layers[1]], rtol=1e-5)
