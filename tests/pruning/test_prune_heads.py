@@ -1,4 +1,5 @@
 import keras
+import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -149,7 +150,9 @@ def test_pruned_t2t_vit_blocks_equal_zeroed_heads_and_token_layers_are_refused()
     images = np.random.default_rng(5).normal(size=(2, 12, 12)).astype("float32")
     np.testing.assert_allclose(pruned(images), model(images), atol=1e-5)
     token_attention = next(name for name in attention_layers(model) if "token_layer" in name)
-    with pytest.raises(ValueError, match="top-level TransformerBlocks"):
+    with pytest.raises(
+        ValueError, match="cannot rebuild .*token_layer_0/attention.*TokenTransformer"
+    ):
         prune_heads(model, {token_attention: [0]})
 
 
@@ -191,3 +194,38 @@ def test_subclassed_model_is_refused():
 
     with pytest.raises(ValueError, match="Received: model=Tiny"):
         prune_heads(Tiny(), {})
+
+
+@pytest.mark.backend_agnostic
+def test_encoder_nested_in_a_classifier_is_pruned_inside(tmp_path):
+    encoder = _encoder(head_mask=True)
+    inputs = {
+        name: keras.Input(tensor.shape[1:], dtype=tensor.dtype, name=name)
+        for name, tensor in encoder.input.items()
+    }
+    logits = keras.layers.Dense(3, name="logits")(encoder(inputs)["sentence_embedding"])
+    classifier = keras.Model(inputs, logits)
+    heads = {f"{encoder.name}/{name}": removed for name, removed in HEADS.items()}
+    pruned = prune_heads(classifier, heads)
+    nested = pruned.get_layer(encoder.name)
+    assert [nested.get_layer(f"layer_{i}").attention.num_heads for i in range(2)] == [2, 1]
+    assert list(attention_layers(pruned)) == list(attention_layers(classifier))
+    masked = _inputs(_mask(HEADS, (2, 4)))
+    expected = keras.ops.convert_to_numpy(classifier(masked))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(pruned(masked)), expected, atol=1e-5)
+    pruned.save(tmp_path / "pruned.keras")
+    reloaded = keras.saving.load_model(tmp_path / "pruned.keras")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(masked)), expected, atol=1e-5)
+
+
+@pytest.mark.backend_agnostic
+def test_keras_attention_layers_of_a_keras_hub_backbone_are_refused_by_name():
+    backbone = keras_hub.models.BertBackbone(
+        30, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8
+    )
+    name = "transformer_layer_1/self_attention_layer"
+    assert name in attention_layers(backbone)
+    with pytest.raises(
+        ValueError, match=f"cannot rebuild the attention layer '{name}'.*TransformerEncoder"
+    ):
+        prune_heads(backbone, {name: [0]})

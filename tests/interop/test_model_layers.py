@@ -1,0 +1,264 @@
+"""`find_layers` lists nested layers in the order the model runs them;
+`intercept_calls` and what is built on it reach inside them and always let go."""
+
+import keras
+import keras_hub
+import numpy as np
+import pytest
+
+from keras_attn.analysis import transformer_block_sites
+from keras_attn.interop import (
+    find_attention_layers,
+    find_feed_forward_layers,
+    find_layers,
+    gate_heads,
+    intercept_calls,
+    record_calls,
+)
+from keras_attn.layers import MultiHeadSelfAttention, TransformerBlock
+from keras_attn.models import build_bert_encoder
+from keras_attn.pruning import attention_layers
+from keras_attn.testing.reference import self_attention_reference
+
+pytestmark = pytest.mark.backend_agnostic
+
+TEXT_INPUTS = ("token_ids", "padding_mask", "segment_ids")
+
+
+def _blocks(count, prefix="block"):
+    return [TransformerBlock(2, 8, name=f"{prefix}_{index}") for index in range(count)]
+
+
+def _nested_encoder():
+    """A classifier that calls a 3-layer BERT encoder as one layer."""
+    encoder = build_bert_encoder(20, 3, 2, 4, 8, max_sequence_length=8, name="encoder")
+    inputs = {name: keras.Input((None,), dtype="int32", name=name) for name in TEXT_INPUTS}
+    embedding = encoder(inputs)["sentence_embedding"]
+    return encoder, keras.Model(inputs, keras.layers.Dense(2, name="logits")(embedding))
+
+
+class _Stack(keras.layers.Layer):
+    """A container layer: blocks in a list and one as an attribute."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.blocks = _blocks(2)
+        self.last = TransformerBlock(2, 8, name="last")
+
+    def call(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.last(x)
+
+
+class _Subclassed(keras.Model):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.projection = keras.layers.Dense(4, name="projection")
+        self.blocks = _blocks(3)
+
+    def call(self, x):
+        x = self.projection(x)
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def test_encoder_nested_in_a_classifier():
+    encoder, classifier = _nested_encoder()
+    found = attention_layers(classifier)
+    assert list(found) == [f"encoder/layer_{index}/attention" for index in range(3)]
+    assert list(found.values()) == [encoder.get_layer(f"layer_{i}").attention for i in range(3)]
+    blocks = find_layers(classifier, TransformerBlock)
+    assert list(blocks) == ["encoder/layer_0", "encoder/layer_1", "encoder/layer_2"]
+    sites = transformer_block_sites(classifier)
+    assert [site.name for site in sites] == list(blocks)
+    assert [site.hidden for site in sites] == [block.mlp_hidden for block in blocks.values()]
+
+
+def test_blocks_inside_a_container_layer():
+    x = keras.Input((3, 4))
+    model = keras.Model(x, _Stack(name="stack")(x))
+    expected = ["stack/block_0/attention", "stack/block_1/attention", "stack/last/attention"]
+    assert list(attention_layers(model)) == expected
+    assert list(find_layers(model.get_layer("stack"), TransformerBlock)) == [
+        "block_0",
+        "block_1",
+        "last",
+    ]
+
+
+def test_sequential_and_subclassed_models():
+    sequential = keras.Sequential([keras.Input((3, 4)), *_blocks(3)])
+    assert list(attention_layers(sequential)) == [f"block_{i}/attention" for i in range(3)]
+    subclassed = _Subclassed()
+    subclassed(np.zeros((1, 3, 2), "float32"))
+    assert list(find_layers(subclassed, (keras.layers.Dense, MultiHeadSelfAttention))) == [
+        "projection",
+        *(
+            f"block_{i}/{name}"
+            for i in range(3)
+            for name in ("attention", "mlp_hidden", "mlp_output")
+        ),
+    ]
+
+
+def test_functional_graph_in_call_order_not_definition_order():
+    defined_first = keras.layers.MultiHeadAttention(2, 2, name="defined_first")
+    defined_second = keras.layers.MultiHeadAttention(2, 2, name="defined_second")
+    x = keras.Input((3, 4))
+    y = defined_second(x, x)
+    inner = keras.Model(x, defined_first(y, y), name="inner")
+    outer_input = keras.Input((3, 4))
+    shared = keras.layers.Dense(4, name="shared")
+    outer = keras.Model(outer_input, shared(inner(shared(outer_input))))
+    assert list(attention_layers(inner)) == ["defined_second", "defined_first"]
+    assert list(attention_layers(outer)) == ["inner/defined_second", "inner/defined_first"]
+    # The shared layer is listed once, where the graph first calls it.
+    assert list(find_layers(outer, (keras.layers.Dense, keras.layers.EinsumDense))) == [
+        "shared",
+        *(
+            f"inner/{name}/{dense}"
+            for name in ("defined_second", "defined_first")
+            for dense in ("query", "key", "value", "attention_output")
+        ),
+    ]
+
+
+def test_the_model_itself_and_bad_arguments():
+    attention = MultiHeadSelfAttention(2, 2, name="attention")
+    assert find_layers(attention, MultiHeadSelfAttention) == {"attention": attention}
+    with pytest.raises(ValueError, match="Received: model='attention'"):
+        find_layers("attention", MultiHeadSelfAttention)
+    with pytest.raises(ValueError, match="Received: types='Dense'"):
+        find_layers(attention, "Dense")
+    with pytest.raises(ValueError, match=r"Received: types=\(\)"):
+        find_layers(attention, ())
+
+
+def test_two_layers_on_one_path_are_refused():
+    class Twins(keras.layers.Layer):
+        def __init__(self):
+            super().__init__(name="twins")
+            self.pair = [MultiHeadSelfAttention(2, 2, name="attention") for _ in range(2)]
+
+    with pytest.raises(ValueError, match="path 'attention'.*Received: model='twins'"):
+        attention_layers(Twins())
+
+
+def _keras_hub_backbones():
+    """Tiny KerasHub backbones built from their constructors, random weights."""
+    text = {"num_layers": 2, "num_heads": 2, "hidden_dim": 8, "intermediate_dim": 16}
+    return {
+        "bert": keras_hub.models.BertBackbone(30, max_sequence_length=8, **text),
+        "gpt2": keras_hub.models.GPT2Backbone(30, max_sequence_length=8, **text),
+        "vit": keras_hub.models.ViTBackbone(
+            (8, 8, 3), patch_size=4, num_layers=2, num_heads=2, hidden_dim=8, mlp_dim=16
+        ),
+    }
+
+
+def test_keras_hub_backbones_in_model_order():
+    backbones = _keras_hub_backbones()
+    attention = {name: list(find_attention_layers(model)) for name, model in backbones.items()}
+    assert attention == {
+        "bert": [f"transformer_layer_{i}/self_attention_layer" for i in range(2)],
+        "gpt2": [f"transformer_layer_{i}/self_attention" for i in range(2)],
+        "vit": [f"vit_encoder/transformer_block_{i}/mha" for i in (1, 2)],
+    }
+    names = {
+        name: {
+            path: (ffn.hidden.name, ffn.output.name, ffn.norm and ffn.norm.name)
+            for path, ffn in find_feed_forward_layers(model).items()
+        }
+        for name, model in backbones.items()
+    }
+    dense = ("feedforward_intermediate_dense", "feedforward_output_dense")
+    assert names == {
+        "bert": {f"transformer_layer_{i}": (*dense, None) for i in range(2)},  # post-norm
+        "gpt2": {f"transformer_layer_{i}": (*dense, "feedforward_layer_norm") for i in range(2)},
+        "vit": {
+            f"vit_encoder/transformer_block_{i}": ("dense_1", "dense_2", "ln_2") for i in (1, 2)
+        },
+    }
+
+
+def test_feed_forward_layers_of_an_encoder_nested_in_a_classifier():
+    encoder, classifier = _nested_encoder()
+    found = find_feed_forward_layers(classifier)
+    assert list(found) == [f"encoder/layer_{i}" for i in range(3)]
+    for path, ffn in found.items():
+        block = encoder.get_layer(path.split("/")[1])
+        assert (ffn.hidden, ffn.output, ffn.norm) == (block.mlp_hidden, block.mlp_output, None)
+
+
+def test_recorded_feed_forward_activations_of_gpt2():
+    model = _keras_hub_backbones()["gpt2"]
+    ffn = find_feed_forward_layers(model)["transformer_layer_1"]
+    inputs = {"token_ids": np.array([[1, 2, 3, 4]]), "padding_mask": np.ones((1, 4), "int32")}
+    with record_calls([ffn.norm, ffn.hidden, ffn.output]) as records:
+        model(inputs)
+    assert [len(records[layer]) for layer in (ffn.norm, ffn.hidden, ffn.output)] == [1, 1, 1]
+    (normed, hidden), (hidden_input, _) = records[ffn.hidden][0], records[ffn.output][0]
+    kernel, bias = (keras.ops.convert_to_numpy(w) for w in ffn.hidden.weights)
+    pre = keras.ops.convert_to_numpy(normed) @ kernel + bias  # (1, 4, 16)
+    expected = 0.5 * pre * (1 + np.tanh(np.sqrt(2 / np.pi) * (pre + 0.044715 * pre**3)))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(hidden), expected, atol=1e-5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(hidden_input), keras.ops.convert_to_numpy(hidden)
+    )
+    assert all("call" not in vars(layer) for layer in (ffn.norm, ffn.hidden, ffn.output))
+
+
+def _doubling(layer, call, inputs, *args, **kwargs):
+    return call(inputs * 2.0, *args, **kwargs)
+
+
+def test_intercept_calls_nests_and_always_lets_go():
+    dense = keras.layers.Dense(1, kernel_initializer="ones", use_bias=False)
+    x = np.ones((1, 2), "float32")
+    calls = []
+
+    def counting(layer, call, inputs, *args, **kwargs):
+        calls.append(layer.name)
+        return call(inputs, *args, **kwargs)
+
+    with intercept_calls([dense, dense], counting):
+        with intercept_calls([dense], _doubling):
+            assert float(keras.ops.convert_to_numpy(dense(x))[0, 0]) == 4.0
+        assert float(keras.ops.convert_to_numpy(dense(x))[0, 0]) == 2.0
+    assert calls == [dense.name, dense.name]  # the layer listed twice is intercepted once
+    assert "call" not in vars(dense)
+    with pytest.raises(RuntimeError, match="inside"), intercept_calls([dense], _doubling):
+        raise RuntimeError("inside")
+    assert "call" not in vars(dense)
+    assert float(keras.ops.convert_to_numpy(dense(x))[0, 0]) == 2.0
+
+
+def test_intercept_calls_rejects_bad_arguments_before_installing():
+    dense = keras.layers.Dense(1)
+    with pytest.raises(ValueError, match="Received: 'dense' in layers"):
+        with intercept_calls([dense, "dense"], _doubling):
+            pass
+    with pytest.raises(ValueError, match="Received: interceptor=3"):
+        with intercept_calls([dense], 3):
+            pass
+    assert "call" not in vars(dense)
+
+
+@pytest.mark.parametrize("kind", ["core", "keras"])
+def test_gate_heads_equals_a_head_mask(kind):
+    keras.utils.set_random_seed(5)
+    if kind == "core":
+        layer = MultiHeadSelfAttention(3, 4, name="attention")
+    else:
+        layer = keras.layers.MultiHeadAttention(3, 4, name="attention")
+    x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
+    layer(x) if kind == "core" else layer(x, x)
+    head_mask = np.array([1.0, 0.0, 0.5], "float32")
+    with gate_heads({"attention": layer}, lambda name, ones: ones * head_mask[:, None]) as gates:
+        gated = layer(x) if kind == "core" else layer(x, x)
+    expected, _ = self_attention_reference(x, layer, head_mask=head_mask)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(gated), expected, atol=1e-5)
+    assert [tuple(gate.shape) for gate in gates["attention"]] == [(2, 5, 3, 1)]
+    assert "call" not in vars(layer.output_dense)
