@@ -4,6 +4,11 @@ import importlib
 import typing
 
 if typing.TYPE_CHECKING:  # the same names, for type checkers and the API docs
+    from keras_attn.utils.attention_conversion import (
+        ConvertedAttentionBlock,
+        convert_attention,
+        from_keras_attention,
+    )
     from keras_attn.utils.bootstrap import bootstrap_interval
     from keras_attn.utils.macs import count_macs, layer_macs, register_macs
     from keras_attn.utils.model_layers import find_layers
@@ -19,10 +24,13 @@ if typing.TYPE_CHECKING:  # the same names, for type checkers and the API docs
 # Loaded on first use: the layers import `keras_attn.utils.validation`, and
 # `macs` imports the layers, so an eager import here would be circular.
 _EXPORTS = {
+    "ConvertedAttentionBlock": "attention_conversion",
     "batch_latency_ms": "timing",
     "bootstrap_interval": "bootstrap",
+    "convert_attention": "attention_conversion",
     "count_macs": "macs",
     "find_layers": "model_layers",
+    "from_keras_attention": "attention_conversion",
     "finish_run": "results",
     "is_small_run": "results",
     "layer_macs": "macs",
@@ -34,10 +42,13 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "ConvertedAttentionBlock",
     "batch_latency_ms",
     "bootstrap_interval",
+    "convert_attention",
     "count_macs",
     "find_layers",
+    "from_keras_attention",
     "finish_run",
     "is_small_run",
     "layer_macs",

@@ -7,7 +7,7 @@ import pytest
 
 from keras_attn.layers import LogSparsePattern, MultiHeadSelfAttention
 from keras_attn.testing.arrays import assert_allclose, to_numpy
-from keras_attn.utils.convert_attention import (
+from keras_attn.utils import (
     ConvertedAttentionBlock,
     convert_attention,
     from_keras_attention,
