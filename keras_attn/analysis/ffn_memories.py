@@ -196,11 +196,12 @@ class MemoryAnalysis:
             triggers, mean over permutations.
         random_baseline: float, `1 / vocabulary_size`.
         active_fraction: `(layers,)` mean share of memories with `m_i > 0`.
-        zero_agreement_rate: `(layers,)` share of positions where the top
-            token of the layer output (residual + feed-forward output,
-            through `readout`) is the top token of no memory `m_i v_i`
-            (the official definition; a memory with `m_i = 0` has no top
-            token, one with `m_i < 0` the value's bottom token).
+        zero_agreement_rate: `(layers,)` share of all valid positions where
+            the top token of the layer output (residual + feed-forward
+            output, through `readout`) is the top token of no memory
+            `m_i v_i` projected with `E` (a memory with `m_i = 0` has no top
+            token, one with `m_i < 0` the value's bottom token). The official
+            code's rate is `official_zero_agreement_rate`.
         memory_sum_zero_agreement_rate: `(layers,)` share of positions where
             the top token of the memory sum `sum_i m_i v_i` (projected with
             `E`, like the values) is the top token of no active memory.
@@ -210,6 +211,25 @@ class MemoryAnalysis:
         ffn_override: `(layers,)` share where it equals the feed-forward
             output's and not the residual's.
         compromise: `(layers,)` share where it equals neither.
+        trigger_tokens: the token at each trigger's position, the last token
+            of its prefix (`-1` at position 0, whose token the batches do not
+            give).
+        trigger_target_counts: `(num_memories,)` per key, how many of its
+            top-k triggers have the value's top token as their target, the
+            official code's count (`-1` for a key with no trigger). The
+            official code reads the target as `record_tokens[-2]` of a
+            prefix that runs one token past the trigger position (its
+            positions count a beginning-of-sentence token that its text
+            lacks): the token at the trigger position, `trigger_tokens`.
+        official_agreement_rate: `(layers,)` share of the keys with a trigger
+            whose count in `trigger_target_counts` is at least one.
+        official_zero_agreement_rate: `(layers,)` the official zero-agreement
+            rate: at one position sampled per sequence, the share of
+            sequences where the top token of the layer output is the top
+            token of no memory `m_i v_i`, with `m_i = max(m_i, 0)` (an
+            inactive memory, `m_i v_i = 0`, takes the top token of a zero
+            hidden state) and memories and layer output projected through the
+            same head (`readout`, or `E`).
         intervals: dict from each statistic's name to a `(layers, 2)` 95%
             interval: a bootstrap over keys (agreement, rank) or over
             examples (the per-position rates); for the shuffled statistics,
@@ -236,6 +256,10 @@ class MemoryAnalysis:
     residual_kept: np.ndarray
     ffn_override: np.ndarray
     compromise: np.ndarray
+    trigger_tokens: list
+    trigger_target_counts: list
+    official_agreement_rate: np.ndarray
+    official_zero_agreement_rate: np.ndarray
     intervals: dict
     num_examples: int
     num_positions: int
@@ -287,6 +311,8 @@ SUMMARY_STATISTICS = (
     "next_token_rank",
     "shuffled_next_token_rank",
     *POSITION_STATISTICS,
+    "official_agreement_rate",
+    "official_zero_agreement_rate",
 )
 
 
@@ -298,6 +324,7 @@ class _TopK:
         self.examples = np.full((num_keys, k), -1, dtype=np.int64)
         self.positions = np.full((num_keys, k), -1, dtype=np.int64)
         self.next_tokens = np.full((num_keys, k), -1, dtype=np.int64)
+        self.tokens = np.full((num_keys, k), -1, dtype=np.int64)
 
     def update(self, coefficients, valid, next_tokens, first_example):
         """Adds one batch: coefficients `(batch, length, keys)`."""
@@ -310,14 +337,21 @@ class _TopK:
             (self.examples, np.broadcast_to(first_example + batch, scores.shape).T),
             (self.positions, positions.T),
             (self.next_tokens, next_tokens[batch, positions].T),
+            (self.tokens, _current_tokens(next_tokens)[batch, positions].T),
         )
         merged = [np.concatenate(pair, axis=1) for pair in candidates]  # (keys, k + batch)
         # Stable sort: among equal scores the earlier example wins.
         order = np.argsort(-merged[0], axis=1, kind="stable")[:, : self.scores.shape[1]]
-        self.scores, self.examples, self.positions, self.next_tokens = (
+        self.scores, self.examples, self.positions, self.next_tokens, self.tokens = (
             np.take_along_axis(table, order, axis=1) for table in merged
         )
         self.examples = np.where(np.isfinite(self.scores), self.examples, -1)
+
+
+def _current_tokens(next_tokens):
+    """The token at each position: the previous position's next token (`-1` at 0)."""
+    start = np.full((len(next_tokens), 1), -1, dtype=np.int64)
+    return np.concatenate([start, next_tokens[:, :-1]], axis=1)  # (batch, length)
 
 
 def _split_batch(batch):
@@ -388,10 +422,14 @@ def analyze_memories(
     ]
     tables = [_TopK(site.keys.shape[0], top_k) for site in sites]
     counts, lengths = [], []  # per batch: (batch, layers, statistics), (batch,)
+    sampled_zero = []  # per batch: (sampled examples, layers)
+    sample_rng = np.random.default_rng([seed, 1])
     num_examples = 0
     for batch in batches:
         inputs, next_tokens, valid = _split_batch(batch)
         batch_counts = np.zeros((len(next_tokens), len(sites), len(POSITION_STATISTICS)))
+        examples, positions = _sampled_positions(valid, sample_rng)
+        batch_zero = np.zeros((len(examples), len(sites)))
         for index, (residual, coefficients, ffn_output) in enumerate(
             _run_sites(model, inputs, sites)
         ):
@@ -404,6 +442,15 @@ def analyze_memories(
                 readout,
             )  # (valid positions, statistics)
             np.add.at(batch_counts[:, index], np.nonzero(valid)[0], statistics)
+            batch_zero[:, index] = _official_zero_agreement(
+                residual[examples, positions],
+                coefficients[examples, positions],
+                ffn_output[examples, positions],
+                sites[index].values,
+                embedding,
+                readout,
+            )
+        sampled_zero.append(batch_zero)
         counts.append(batch_counts)
         lengths.append(valid.sum(axis=1))
         num_examples += len(next_tokens)
@@ -422,6 +469,18 @@ def analyze_memories(
     )
     keys = _key_statistics(tables, value_logits, rng, permutations, resamples)
     intervals.update(keys.pop("intervals"))
+    target_counts = [
+        _trigger_target_counts(table, tops)
+        for table, (_, _, tops, _) in zip(tables, memories, strict=True)
+    ]
+    sampled_zero = np.concatenate(sampled_zero) if sampled_zero else np.zeros((0, len(sites)))
+    agreeing = [c[c >= 0] > 0 for c in target_counts]  # per layer, per key with a trigger
+    intervals["official_agreement_rate"] = np.array(
+        [_bootstrap_mean(flags, rng, resamples) for flags in agreeing]
+    ).reshape(-1, 2)
+    intervals["official_zero_agreement_rate"] = np.array(
+        [_bootstrap_mean(flags, rng, resamples) for flags in sampled_zero.T]
+    ).reshape(-1, 2)
     return MemoryAnalysis(
         site_names=[site.name for site in sites],
         trigger_scores=[t.scores for t in tables],
@@ -435,7 +494,55 @@ def analyze_memories(
         intervals=intervals,
         num_examples=num_examples,
         num_positions=int(lengths.sum()),
+        trigger_tokens=[t.tokens for t in tables],
+        trigger_target_counts=target_counts,
+        official_agreement_rate=np.array([_share(flags) for flags in agreeing]),
+        official_zero_agreement_rate=np.array([_share(flags) for flags in sampled_zero.T]),
     )
+
+
+def _share(flags):
+    """The mean of a boolean or 0/1 array, 0 when it is empty."""
+    return float(np.mean(flags)) if len(flags) else 0.0
+
+
+def _bootstrap_mean(flags, rng, resamples):
+    """The 95% bootstrap interval of the mean of `flags` (`(0, 0)` when empty)."""
+    if len(flags) == 0:
+        return np.zeros(2)
+    means = np.asarray(flags, float)[rng.integers(0, len(flags), (resamples, len(flags)))]
+    return np.percentile(means.mean(axis=1), [2.5, 97.5])
+
+
+def _trigger_target_counts(table, value_tops):
+    """Per key, how many of its triggers' tokens are the value's top token (`-1`: none)."""
+    counts = np.sum((table.tokens == value_tops[:, None]) & (table.examples >= 0), axis=1)
+    return np.where(table.examples[:, 0] >= 0, counts, -1)
+
+
+def _sampled_positions(valid, rng):
+    """`(examples, positions)`: one valid position drawn per example that has one."""
+    examples = np.flatnonzero(valid.any(axis=1))
+    positions = np.array(
+        [rng.choice(np.flatnonzero(valid[example])) for example in examples], dtype=np.int64
+    )
+    return examples, positions
+
+
+def _official_zero_agreement(residual, coefficients, ffn_output, values, embedding, readout):
+    """Per sampled position, 1.0 where no memory's top token is the layer output's.
+
+    The memories `max(m_i, 0) v_i` and the layer output `residual + ffn_output`
+    go through the same head: `readout`, or `E`.
+    """
+    head = (lambda h: h @ embedding) if readout is None else readout
+    output_top = np.argmax(keras.ops.convert_to_numpy(head(residual + ffn_output)), axis=-1)
+    zero = np.ones(len(coefficients))
+    for row, memory in enumerate(np.maximum(coefficients, 0.0)):
+        memories = memory[:, None] * values  # (memories, dim): m_i v_i
+        tops = np.argmax(keras.ops.convert_to_numpy(head(memories)), axis=-1)
+        zero[row] = float(not np.any(tops == output_top[row]))
+    return zero
 
 
 def _position_statistics(residual, coefficients, ffn_output, site_data, readout):

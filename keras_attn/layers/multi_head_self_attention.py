@@ -116,13 +116,27 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             masking.
         head_mask: optional `(num_heads,)` or `(batch, num_heads)` tensor that
             multiplies each head's output before the output projection.
-        attention_mask: optional boolean `(batch, length, length)` mask, only
-            for the dense patterns; `False` entries are not attended to.
+        attention_mask: optional boolean `(batch, length, length)` mask, or
+            `(batch, 1, length)` for the same keys at every query, only for
+            the dense patterns; `False` entries are not attended to.
         training: bool, whether dropout is active.
         return_attention_scores: bool. If `True`, also returns the attention
             weights: `(batch, num_heads, length, length)` for dense patterns,
             `(batch, num_heads, length, K)` over the pattern's key slots for
             sparse ones.
+        use_causal_mask: bool, whether a query also ignores the keys after
+            it, as in `keras.layers.MultiHeadAttention`. A sparse pattern
+            takes it only if its slots reach backward (it has
+            `static_offsets`), and then changes nothing.
+
+    The layer can also be called like `keras.layers.MultiHeadAttention`
+    for self-attention: `layer(query=x, value=x)` or `layer(x, x)`, with
+    an optional `key=x`. `value` and `key` must then be the `query` tensor
+    itself; cross-attention is refused with a `ValueError`. An
+    `attention_mask` may be `(batch, 1, length)`, as KerasHub passes it;
+    the `cache` arguments of KerasHub's cached attention are taken only as
+    `None`. `keras_attn.interop.convert_attention` gives an existing model
+    this layer in place of its Keras attention.
 
     Returns:
         Tensor of shape `(batch, length, output_dim)`, and the attention
@@ -303,7 +317,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         attention_mask: Tensor | None = None,
         training: bool | None = None,
         return_attention_scores: bool = False,
+        use_causal_mask: bool = False,
     ) -> Tensor | tuple[Tensor, Tensor]:
+        attention_mask = self.full_attention_mask(inputs, attention_mask, use_causal_mask)
         self.validate_call_inputs(inputs, mask, head_mask, attention_mask)
         if static_size(inputs.shape[1]) == 0:
             return self._empty_outputs(inputs, return_attention_scores)
@@ -336,6 +352,45 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         if return_attention_scores:
             return output, scores
         return output
+
+    def __call__(self, *args, **kwargs):
+        if "query" in kwargs or _is_keras_value(args):
+            args, kwargs = _self_attention_arguments(args, kwargs)
+        return super().__call__(*args, **kwargs)
+
+    def full_attention_mask(
+        self, inputs: Tensor, attention_mask: Tensor | None, use_causal_mask: bool = False
+    ) -> Tensor | None:
+        """The boolean `(batch, length, length)` mask of an attention call.
+
+        A `(batch, 1, length)` mask (the same keys for every query) is
+        broadcast over the queries, and `use_causal_mask=True` adds the causal
+        mask to a `"dense"` pattern. `None` is returned when there is no mask.
+        """
+        causal = self._adds_causal_mask(use_causal_mask)
+        if attention_mask is None and not causal:
+            return None
+        batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
+        full = ops.ones((batch, length, length), "bool")
+        if attention_mask is not None:
+            if _same_for_every_query(attention_mask):
+                attention_mask = ops.broadcast_to(attention_mask, (batch, length, length))
+            full = ops.cast(attention_mask, "bool")
+        if not causal:
+            return full
+        positions = ops.arange(0, length)
+        return ops.logical_and(full, positions[:, None] >= positions[None, :])
+
+    def _adds_causal_mask(self, use_causal_mask):
+        """Whether `use_causal_mask` adds a causal mask (only to the `"dense"` pattern)."""
+        if not check_bool("use_causal_mask", use_causal_mask) or not self.is_sparse:
+            return use_causal_mask and self.attention_pattern == "dense"
+        if self.attention_pattern.static_offsets(2) is None:
+            raise ValueError(
+                "`use_causal_mask=True` takes a sparse pattern only if its slots reach backward "
+                f"(it has `static_offsets`). Received: attention_pattern={self.attention_pattern!r}"
+            )
+        return False
 
     def validate_call_inputs(
         self,
@@ -434,9 +489,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         attention_mask=None,
         training=None,
         return_attention_scores=False,
+        use_causal_mask=False,
     ):
         # Written out rather than traced: with an unknown length, JAX traces
         # a symbolic length, whose key count a sparse pattern cannot compute.
+        self._adds_causal_mask(use_causal_mask)
+        if attention_mask is not None and _same_for_every_query(attention_mask):
+            shape = (attention_mask.shape[0], inputs.shape[1], attention_mask.shape[2])
+            attention_mask = keras.KerasTensor(shape, attention_mask.dtype)
         self.validate_call_inputs(inputs, mask, head_mask, attention_mask)
         batch, length = inputs.shape[0], inputs.shape[1]
         output = keras.KerasTensor(self.compute_output_shape(inputs.shape), self.compute_dtype)
@@ -697,6 +757,49 @@ def _finite_positions(x):
     TorchScript exporter fails on `all` over several axes).
     """
     return ops.isfinite(ops.sum(x * 0, axis=(2, 3)))
+
+
+def _is_keras_value(args):
+    """Whether positional `args` are `(query, value, ...)`, a Keras attention call."""
+    return len(args) > 1 and args[1] is not None and len(getattr(args[1], "shape", ())) == 3
+
+
+def _same_for_every_query(attention_mask):
+    """Whether an attention mask is `(batch, 1, length)`, to broadcast over the queries."""
+    return len(attention_mask.shape) == 3 and attention_mask.shape[1] == 1
+
+
+def _self_attention_arguments(args, kwargs):
+    """`(args, kwargs)` of a `keras.layers.MultiHeadAttention`-style call, as the core's.
+
+    `query` becomes `inputs`; `value` and `key` must be `query` itself, and
+    KerasHub's `cache` arguments `None`.
+    """
+    kwargs = dict(kwargs)
+    names = ("query", "value", "key")
+    if len(args) > len(names) or ("query" in kwargs and args):
+        raise ValueError(
+            "Call the layer with `inputs`, or with `query`, `value` and `key` as in "
+            "`keras.layers.MultiHeadAttention`. Received: "
+            f"{len(args)} positional arguments and keywords {sorted(kwargs)}"
+        )
+    given = dict(zip(names, args, strict=False))
+    given.update({name: kwargs.pop(name) for name in names if name in kwargs})
+    query = given["query"]
+    for name in ("value", "key"):
+        if given.get(name) is not None and given[name] is not query:
+            raise ValueError(
+                f"`MultiHeadSelfAttention` computes self-attention: `{name}` must be the "
+                f"`query` tensor itself (cross-attention is not supported). Received: {name} of "
+                f"shape {given[name].shape}, a tensor other than query"
+            )
+    for name in ("cache", "cache_update_index"):
+        if kwargs.pop(name, None) is not None:
+            raise ValueError(
+                f"`MultiHeadSelfAttention` has no cached decoding. "
+                f"Received: {name} that is not None"
+            )
+    return (query,), kwargs
 
 
 def add_bias(x, bias):

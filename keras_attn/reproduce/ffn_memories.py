@@ -50,7 +50,10 @@ def add_arguments(parser):
         "--seed", type=int_option(0), default=0, help="seed of the weights and the split"
     )
     parser.add_argument(
-        "--top-k", type=int_option(), default=25, help="trigger examples kept per key"
+        "--top-k",
+        type=int_option(),
+        default=50,
+        help="trigger examples kept per key (50, as the official code)",
     )
     parser.add_argument(
         "--epochs", type=int_option(), default=None, help="training epochs (default: the setting's)"
@@ -194,7 +197,8 @@ def _figure(analysis):
         middle = scale * getattr(analysis, name)
         axis.errorbar(layers, middle, yerr=[middle - low, high - middle], fmt=style, label=label)
 
-    plot(axes[0], "agreement_rate", "o-", "value vs trigger")
+    plot(axes[0], "agreement_rate", "o-", "value vs top trigger's next token")
+    plot(axes[0], "official_agreement_rate", "D-", "value vs any top-k trigger (official)")
     plot(axes[0], "shuffled_agreement_rate", "s--", "shuffled keys (null)")
     axes[0].axhline(100 * analysis.random_baseline, color="gray", ls=":", label="1/V")
     axes[0].set(title="Agreement rate (%)", xlabel="layer")
@@ -202,7 +206,8 @@ def _figure(analysis):
     plot(axes[1], "shuffled_next_token_rank", "s--", "shuffled keys (null)", scale=1)
     axes[1].set(title="Median rank of the trigger's next token", xlabel="layer", yscale="symlog")
     plot(axes[2], "active_fraction", "o-", "active memories")
-    plot(axes[2], "zero_agreement_rate", "s-", "output matches no memory (official)")
+    plot(axes[2], "zero_agreement_rate", "s-", "output matches no active memory")
+    plot(axes[2], "official_zero_agreement_rate", "D-", "matches no memory (official)")
     plot(axes[2], "memory_sum_zero_agreement_rate", "^:", "memory sum matches none")
     axes[2].set(title="Per layer (%)", xlabel="layer", ylim=(0, 100))
     for axis in axes[:3]:

@@ -230,3 +230,117 @@ def test_bad_arguments():
         analyze_memories(model, [np.zeros((1, 2, DIM))], np.eye(DIM), [site])
     with pytest.raises(ValueError, match="contains no TransformerBlock"):
         transformer_block_sites(model)
+
+
+# The token before each trigger position: the official target (see below).
+TRIGGER_TOKENS = {
+    0: {(3, 1): 5, (17, 4): 5},  # two of key 0's triggers have its value's token
+    1: {(0, 3): 0, (7, 0): 0, (19, 2): 0},  # none of key 1's (value token 6)
+    2: {(8, 1): 7, (12, 4): 1},  # one of key 2's
+    3: {(15, 0): 0, (2, 2): 0, (9, 3): 0},  # all three of key 3's
+}
+
+
+def test_official_agreement_counts_the_triggers_whose_token_is_the_values():
+    # The official code's target is `record_tokens[-2]` of a prefix that runs
+    # one token past the trigger position: the token at the trigger position,
+    # which is the previous position's next token.
+    model, site = planted_ffn()
+    x, next_tokens, valid = planted_corpus()
+    for tokens in TRIGGER_TOKENS.values():
+        for (example, position), token in tokens.items():
+            next_tokens[example, position] = token
+    analysis = analyze_memories(
+        model, batches(x, next_tokens, valid), np.eye(DIM), sites=[site], top_k=3
+    )
+    assert analysis.trigger_tokens[0][0].tolist() == [5, -1, 5]  # (11, 0) has no token
+    assert analysis.trigger_target_counts[0].tolist() == [2, 0, 1, 3]
+    assert analysis.official_agreement_rate.tolist() == [0.75]
+    assert analysis.agreement_rate.tolist() == [0.75]  # top-1 trigger's next token: 0, 1, 2
+
+
+@pytest.mark.parametrize("nonlinear_readout", [False, True])
+def test_official_zero_agreement_matches_a_loop_reference(nonlinear_readout):
+    keras.utils.set_random_seed(4)
+    rng = np.random.default_rng(4)
+    inputs = keras.Input((None, 5))
+    hidden = keras.layers.Dense(12, activation="gelu")  # negative coefficients too
+    output = keras.layers.Dense(5, bias_initializer="random_normal")
+    model = keras.Model(inputs, output(hidden(inputs)))
+    x = rng.normal(size=(30, 4, 5)).astype("float32")
+    valid = np.zeros((30, 4), bool)
+    valid[np.arange(30), rng.integers(0, 4, 30)] = True  # one position: the sampled one
+    valid[0] = False  # no position: not sampled
+    embedding = rng.normal(size=(5, 7))
+    head = (lambda h: np.tanh(h) @ embedding) if nonlinear_readout else (lambda h: h @ embedding)
+    analysis = analyze_memories(
+        model,
+        batches(x, np.zeros((30, 4), int), valid, 8),
+        embedding,
+        [FeedForwardSite(hidden, output)],
+        readout=head if nonlinear_readout else None,
+    )
+    zero = []
+    for residual in x[valid]:
+        m = np.maximum(keras.ops.convert_to_numpy(hidden(residual[None]))[0], 0.0)
+        layer_output = residual + keras.ops.convert_to_numpy(output(hidden(residual[None])))[0]
+        tops = {
+            int(np.argmax(head(m[i] * site_value)))
+            for i, site_value in enumerate(keras.ops.convert_to_numpy(output.kernel))
+        }
+        zero.append(int(np.argmax(head(layer_output))) not in tops)
+    np.testing.assert_allclose(analysis.official_zero_agreement_rate, [np.mean(zero)])
+    assert 0 < np.mean(zero) < 1
+
+
+@pytest.mark.backend_agnostic
+@pytest.mark.parametrize("source", ["keras_attn", "keras_hub"])
+def test_the_analysis_runs_on_the_library_lm_and_a_keras_hub_gpt2(source):
+    keras.utils.set_random_seed(0)
+    tokens = np.random.default_rng(0).integers(1, 30, size=(4, 7)).astype("int32")
+    if source == "keras_attn":
+        model = build_decoder_language_model(
+            30, 7, hidden_dim=16, num_layers=2, num_heads=2, intermediate_dim=24
+        )
+        sites, inputs = transformer_block_sites(model), tokens
+        embedding = keras.ops.convert_to_numpy(model.get_layer("token_embedding").embeddings).T
+    else:
+        import keras_hub
+
+        model = keras_hub.models.GPT2Backbone(
+            vocabulary_size=30,
+            num_layers=2,
+            num_heads=2,
+            hidden_dim=16,
+            intermediate_dim=24,
+            max_sequence_length=7,
+        )
+        blocks = [model.get_layer(f"transformer_layer_{i}") for i in range(2)]
+        sites = [
+            FeedForwardSite(
+                block._feedforward_intermediate_dense,
+                block._feedforward_output_dense,
+                residual=block._feedforward_layer_norm,  # GPT-2 blocks are pre-norm
+                name=block.name,
+            )
+            for block in blocks
+        ]
+        inputs = {"token_ids": tokens, "padding_mask": np.ones_like(tokens)}
+        embedding = keras.ops.convert_to_numpy(model.token_embedding.embeddings).T
+    next_tokens = np.concatenate([tokens[:, 1:], tokens[:, :1]], axis=1)
+    analysis = analyze_memories(
+        model, [(inputs, next_tokens)], embedding, sites, top_k=4, permutations=5, resamples=5
+    )
+    coefficients = memory_coefficients(model, inputs, sites)
+    for layer, site_coefficients in enumerate(coefficients):
+        assert site_coefficients.shape == (4, 7, 24)
+        # The top trigger of every key is its largest coefficient in the batch.
+        np.testing.assert_allclose(
+            analysis.trigger_scores[layer][:, 0], site_coefficients.max(axis=(0, 1)), rtol=1e-5
+        )
+        counts = analysis.trigger_target_counts[layer]
+        tops = analysis.value_top_tokens[layer]
+        expected = (analysis.trigger_tokens[layer] == tops[:, None]).sum(axis=1)
+        np.testing.assert_array_equal(counts, expected)
+    assert analysis.official_zero_agreement_rate.shape == (2,)
+    assert np.all((0 <= analysis.official_agreement_rate) & (analysis.official_agreement_rate <= 1))

@@ -209,7 +209,7 @@ def test_keras_multi_head_attention_still_adds_a_head_bias_along_the_length_on_t
 WRONG_MASKS = [
     ("mask", np.ones((2, 9), bool)),
     ("mask", np.ones((2, 1), bool)),
-    ("attention_mask", np.ones((2, 1, 5), bool)),
+    ("attention_mask", np.ones((2, 3, 5), bool)),
     ("head_mask", np.ones((1, 2), "float32")),
 ]
 

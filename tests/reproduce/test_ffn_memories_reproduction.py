@@ -33,7 +33,13 @@ def test_small_ffn_memories_run(tmp_path):
     np.testing.assert_allclose(shares.sum(axis=0), 1.0)
     assert all(0 < a < 1 for a in results["active_fraction"])
     assert results["examples"][0]["triggers"]
-    for name in ("zero_agreement_rate", "agreement_rate", "next_token_rank"):
+    for name in (
+        "zero_agreement_rate",
+        "agreement_rate",
+        "next_token_rank",
+        "official_agreement_rate",
+        "official_zero_agreement_rate",
+    ):
         low, high = np.array(results["intervals"][name]).T
         assert np.all(low <= np.array(results[name]) + 1e-12)
         assert np.all(np.array(results[name]) <= high + 1e-12)

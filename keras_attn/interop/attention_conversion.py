@@ -1,0 +1,262 @@
+"""Give an existing model keras_attn attention, with its weights carried over.
+
+`from_keras_attention` turns one built `keras.layers.MultiHeadAttention`
+(or a KerasHub subclass of it) used for self-attention into a
+`keras_attn.layers.MultiHeadSelfAttention` with the same weights and the
+same outputs. `convert_attention` rebuilds a functional or `Sequential`
+model (a KerasHub backbone included) with every such layer converted,
+also the ones held inside blocks such as KerasHub's `TransformerEncoder`
+and `TransformerDecoder`. Options such as `attention_pattern` or
+`logit_scale` then change the attention of the converted layers.
+"""
+
+import contextlib
+from typing import Any
+
+import keras
+
+from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
+
+# Arguments of `MultiHeadSelfAttention` that the converted weights determine.
+SET_BY_WEIGHTS = ("num_heads", "key_dim", "value_dim", "output_dim", "use_bias", "output_use_bias")
+
+
+def from_keras_attention(
+    layer: keras.layers.MultiHeadAttention, **options: Any
+) -> MultiHeadSelfAttention:
+    """A `MultiHeadSelfAttention` with the weights of a built Keras attention layer.
+
+    The new layer gives the same outputs as `layer` called for
+    self-attention (`layer(query=x, value=x)`) and takes the same call
+    arguments. Queries with no visible key (padded queries) are the one
+    difference: they output zeros, where `keras.layers.MultiHeadAttention`
+    averages over all keys; pass `additive_mask=-1e9` to reproduce that too.
+
+    Args:
+        layer: a built `keras.layers.MultiHeadAttention` (or subclass) whose
+            query, key and value come from inputs of one size, with the
+            default attention axes, no gate, no sliding window and no
+            constraints.
+        **options: `MultiHeadSelfAttention` arguments that replace the
+            copied ones, for example `attention_pattern=LogSparsePattern()`
+            or `logit_scale="log_length"`. The sizes (`num_heads`, `key_dim`,
+            `value_dim`, `output_dim`, `use_bias`, `output_use_bias`) come
+            from the weights and cannot be given.
+
+    Returns:
+        A built `MultiHeadSelfAttention` named like `layer`.
+
+    Example:
+
+    >>> mha = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    >>> x = np.random.rand(1, 5, 8).astype("float32")
+    >>> expected = mha(x, x)
+    >>> core = from_keras_attention(mha)
+    >>> bool(np.allclose(core(query=x, value=x), expected, atol=1e-5))
+    True
+    """
+    _check_options(options)
+    config = _core_config(layer)
+    core = MultiHeadSelfAttention(**{**config, **options})
+    parent = layer.path.rpartition("/")[0]
+    with keras.name_scope(parent) if parent else contextlib.nullcontext():
+        # Weights named like the converted ones: "block/attention/query/kernel".
+        core.build((None, None, layer.query_dense.kernel.shape[0]))
+    for name in ("query_dense", "key_dense", "value_dense", "output_dense"):
+        pairs = zip(getattr(core, name).weights, getattr(layer, name).weights, strict=True)
+        for target, source in pairs:
+            target.assign(source)
+    return core
+
+
+def convert_attention(model: keras.Model, **options: Any) -> keras.Model:
+    """A copy of `model` whose Keras attention layers are `MultiHeadSelfAttention`.
+
+    Every layer is copied with its weights; each `keras.layers.MultiHeadAttention`
+    becomes a `MultiHeadSelfAttention` (see `from_keras_attention`), also
+    inside nested functional models and inside layers that hold one as an
+    attribute (KerasHub's `TransformerEncoder` and `TransformerDecoder`
+    blocks, which come back wrapped in a `ConvertedAttentionBlock`). The
+    copy is a functional model (a KerasHub backbone comes back as a
+    `keras.Model` with the same inputs and outputs), saves to `.keras` and
+    loads back with its attention. `model` itself is not changed; a layer
+    that cannot be converted raises a `ValueError` naming it.
+
+    Args:
+        model: a functional or `Sequential` Keras model.
+        **options: `MultiHeadSelfAttention` arguments given to every
+            converted layer, for example `logit_scale="log_length"`.
+
+    Returns:
+        The converted `keras.Model`.
+    """
+    if not isinstance(model, keras.Model) or not _is_graph_model(model):
+        raise ValueError(
+            "`model` must be a functional or Sequential Keras model; convert the attention "
+            "layers of a subclassed model with `from_keras_attention`. Received: "
+            f"model={model!r}"
+        )
+    _check_options(options)
+    copies = []
+
+    def convert(layer):
+        if isinstance(layer, keras.layers.MultiHeadAttention):
+            return from_keras_attention(layer, **options)
+        if _attention_attributes(layer):
+            return ConvertedAttentionBlock(layer, attention_options=options)
+        copy = layer.__class__.from_config(layer.get_config())
+        if getattr(layer, "weights", None):
+            copies.append((layer, copy))
+        return copy
+
+    converted = keras.models.clone_model(model, clone_function=convert, recursive=True)
+    for layer, copy in copies:
+        copy.set_weights(layer.get_weights())
+    return converted
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class ConvertedAttentionBlock(keras.layers.Layer):
+    """A copy of a block whose Keras attention sublayers run as `MultiHeadSelfAttention`.
+
+    The block (for example a KerasHub `TransformerEncoder`) is copied with
+    its weights, and each of its attributes that holds a
+    `keras.layers.MultiHeadAttention` is replaced by the converted layer
+    (see `from_keras_attention`), so the block's own `call` runs keras_attn
+    attention. Calls go to the block unchanged. The config keeps the
+    block's config and the attention options, so a model holding this layer
+    saves to `.keras` and loads back with its attention.
+
+    Args:
+        layer: a built layer holding `keras.layers.MultiHeadAttention`
+            sublayers as attributes, or its serialized config.
+        attention_options: dict of `MultiHeadSelfAttention` arguments for
+            the converted attention layers.
+        **kwargs: base layer arguments. The name defaults to the block's.
+    """
+
+    def __init__(
+        self,
+        layer: keras.layers.Layer | dict,
+        attention_options: dict | None = None,
+        **kwargs,
+    ):
+        weights = None
+        if isinstance(layer, keras.layers.Layer):
+            if not layer.built:
+                raise ValueError(f"`layer` must be built. Received: layer={layer.name!r}")
+            weights = layer.get_weights()
+            layer = keras.saving.serialize_keras_object(layer)  # with its build config
+        block = keras.saving.deserialize_keras_object(layer)  # built from it
+        kwargs.setdefault("name", block.name)
+        super().__init__(**kwargs)
+        self.attention_options = {
+            name: keras.saving.serialize_keras_object(value)
+            for name, value in (attention_options or {}).items()
+        }
+        _check_options(self.attention_options)
+        if weights is not None:
+            block.set_weights(weights)
+        _replace_attention(block, self.attention_options)
+        self.layer = block
+        self.built = True
+
+    def call(self, *args, **kwargs):
+        return self.layer(*args, **kwargs)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "layer": keras.saving.serialize_keras_object(self.layer),
+                "attention_options": self.attention_options,
+            }
+        )
+        return config
+
+
+def _is_graph_model(model):
+    """Whether `model` is `Sequential` or functional (built from a graph of inputs)."""
+    return isinstance(model, keras.Sequential) or hasattr(model, "_inputs_struct")
+
+
+def _attention_attributes(layer):
+    """Names of the attributes of a non-model layer that hold Keras attention layers."""
+    if isinstance(layer, (keras.Model, keras.layers.MultiHeadAttention)):
+        return []
+    # The torch backend keeps sublayers in `_modules`, not in the instance dict.
+    attributes = {**vars(layer), **vars(layer).get("_modules", {})}
+    return sorted(
+        name
+        for name, value in attributes.items()
+        if isinstance(value, keras.layers.MultiHeadAttention)
+    )
+
+
+def _replace_attention(block, options):
+    """Replaces, in place, the Keras attention layers held by `block`'s attributes."""
+    names = _attention_attributes(block)
+    converted = {name: from_keras_attention(getattr(block, name), **options) for name in names}
+    # A built layer locks its state; its sublayers are replaced as the
+    # layer's own `build` would have created them.
+    block._tracker.unlock()
+    for name, core in converted.items():
+        block._tracker.untrack(getattr(block, name))  # the Keras layer and its weights
+        delattr(block, name)
+        setattr(block, name, core)
+    block._tracker.lock()
+
+
+def _check_options(options):
+    for name in SET_BY_WEIGHTS:
+        if name in options:
+            raise ValueError(
+                f"`{name}` is set by the converted weights and cannot be given. "
+                f"Received: {name}={options[name]!r}"
+            )
+
+
+def _core_config(layer):
+    """The `MultiHeadSelfAttention` arguments that reproduce a built Keras attention layer."""
+    if not isinstance(layer, keras.layers.MultiHeadAttention) or not layer.built:
+        raise ValueError(
+            f"`layer` must be a built `keras.layers.MultiHeadAttention`. Received: layer={layer!r}"
+        )
+    config = layer.get_config()
+    unsupported = {
+        "attention_axes": config.get("attention_axes") not in (None, (1,), [1]),
+        "use_gate": bool(config.get("use_gate")),
+        "sliding_window": config.get("sliding_window") is not None,
+        "kernel_constraint": config.get("kernel_constraint") is not None,
+        "bias_constraint": config.get("bias_constraint") is not None,
+    }
+    for name, found in unsupported.items():
+        if found:
+            raise ValueError(
+                f"Attention layer {layer.name!r} cannot be converted: `MultiHeadSelfAttention` "
+                f"has no `{name}`. Received: {name}={config[name]!r}"
+            )
+    query, key, value = (layer.query_dense.kernel, layer.key_dense.kernel, layer.value_dense.kernel)
+    output = layer.output_dense.kernel  # (num_heads, value_dim, output_dim)
+    if not query.shape[0] == key.shape[0] == value.shape[0] or len(output.shape) != 3:
+        raise ValueError(
+            f"Attention layer {layer.name!r} cannot be converted: `MultiHeadSelfAttention` "
+            "needs query, key and value of one size and one output axis. Received: kernel "
+            f"shapes query={query.shape}, key={key.shape}, value={value.shape}, "
+            f"output={output.shape}"
+        )
+    return {
+        "num_heads": query.shape[1],
+        "key_dim": query.shape[2],
+        "value_dim": value.shape[2],
+        "output_dim": output.shape[2] if output.shape[2] != query.shape[0] else None,
+        "dropout": config["dropout"],
+        "use_bias": config["use_bias"],
+        "kernel_initializer": config["kernel_initializer"],
+        "bias_initializer": config["bias_initializer"],
+        "kernel_regularizer": config["kernel_regularizer"],
+        "bias_regularizer": config["bias_regularizer"],
+        "seed": config.get("seed"),
+        "dtype": layer.dtype_policy,
+        "name": layer.name,
+    }

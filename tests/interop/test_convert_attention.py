@@ -1,0 +1,165 @@
+"""keras_attn attention in existing Keras and KerasHub models, weights carried over."""
+
+import keras
+import keras_hub
+import numpy as np
+import pytest
+
+from keras_attn.interop import (
+    ConvertedAttentionBlock,
+    convert_attention,
+    from_keras_attention,
+)
+from keras_attn.layers import LogSparsePattern, MultiHeadSelfAttention
+from keras_attn.testing.arrays import assert_allclose, to_numpy
+
+pytestmark = pytest.mark.backend_agnostic
+
+X = np.random.default_rng(0).normal(size=(2, 6, 8)).astype("float32")
+
+
+def _keras_attention():
+    layer = keras.layers.MultiHeadAttention(num_heads=2, key_dim=3, seed=1)
+    layer(X, X)
+    return layer
+
+
+def _assert_outputs_equal(a, b, atol=1e-5):
+    for x, y in zip(keras.tree.flatten(a), keras.tree.flatten(b), strict=True):
+        assert_allclose(to_numpy(x), to_numpy(y), atol=atol, rtol=0)
+
+
+def _fit_save_reload(model, inputs, tmp_path):
+    """Fits two steps, saves to `.keras`, and checks the reloaded outputs."""
+    targets = keras.tree.map_structure(
+        np.zeros_like, keras.tree.map_structure(to_numpy, model(inputs))
+    )
+    model.compile("adam", loss="mse", run_eagerly=True)
+    model.fit(inputs, targets, epochs=2, batch_size=2, verbose=0)
+    path = tmp_path / "converted.keras"
+    model.save(path)
+    reloaded = keras.saving.load_model(path)
+    _assert_outputs_equal(reloaded(inputs), model(inputs), atol=1e-6)
+    return reloaded
+
+
+def test_keras_style_self_attention_call_equals_keras_attention():
+    reference = _keras_attention()
+    layer = from_keras_attention(reference)
+    padding = np.ones((2, 1, 6), "int32")
+    padding[0, 0, 4:] = 0
+    _assert_outputs_equal(layer(query=X, value=X, key=X), reference(X, X))
+    _assert_outputs_equal(layer(X, X, use_causal_mask=True), reference(X, X, use_causal_mask=True))
+    scores = layer(query=X, value=X, attention_mask=padding, return_attention_scores=True)
+    expected = reference(X, X, attention_mask=padding, return_attention_scores=True)
+    _assert_outputs_equal(scores, expected)
+
+
+def test_keras_style_call_refuses_cross_attention_and_a_cache():
+    layer = from_keras_attention(_keras_attention())
+    with pytest.raises(ValueError, match=r"cross-attention is not supported\)\. Received: value"):
+        layer(query=X, value=X + 1.0)
+    with pytest.raises(ValueError, match="Received: cache"):
+        layer(query=X, value=X, cache=X)
+    with pytest.raises(ValueError, match="static_offsets"):
+        MultiHeadSelfAttention(2, 3, attention_pattern=_GatheredPattern())(X, use_causal_mask=True)
+
+
+class _GatheredPattern(LogSparsePattern):
+    """LogSparse keys read by gathering: no `static_offsets`."""
+
+    def static_offsets(self, length):
+        return None
+
+
+def test_conversion_refuses_what_it_cannot_carry_over():
+    with pytest.raises(ValueError, match="num_heads"):
+        from_keras_attention(_keras_attention(), num_heads=4)
+    gated = keras.layers.MultiHeadAttention(2, 3, use_gate=True, name="gated")
+    gated(X, X)
+    with pytest.raises(ValueError, match="'gated' cannot be converted.*use_gate"):
+        from_keras_attention(gated)
+    cross = keras.layers.MultiHeadAttention(2, 3, name="cross")
+    cross(X, X[..., :4])
+    with pytest.raises(ValueError, match="'cross' cannot be converted"):
+        from_keras_attention(cross)
+    with pytest.raises(ValueError, match="functional or Sequential"):
+        convert_attention(keras.Model())
+
+
+def test_keras_attention_model_converts_then_takes_logsparse(tmp_path):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((None, 8))
+    hidden = keras.layers.MultiHeadAttention(2, 4, name="attention")(
+        inputs, inputs, use_causal_mask=True
+    )
+    model = keras.Model(inputs, keras.layers.Dense(3, name="head")(hidden + inputs))
+    _assert_outputs_equal(convert_attention(model)(X), model(X))
+
+    converted = convert_attention(model, attention_pattern=LogSparsePattern())
+    attention = converted.get_layer("attention")
+    assert isinstance(attention, MultiHeadSelfAttention) and attention.is_sparse
+    # Six positions: LogSparse drops key 1 of query 5 (offsets 0, 1, 2, 4).
+    assert not np.allclose(to_numpy(converted(X)), to_numpy(model(X)), atol=1e-5)
+    reloaded = _fit_save_reload(converted, X, tmp_path)
+    assert reloaded.get_layer("attention").is_sparse
+    model_weights = model.get_layer("head").get_weights()[0]
+    assert not np.allclose(converted.get_layer("head").get_weights()[0], model_weights)
+
+
+def _bert_inputs():
+    rng = np.random.default_rng(1)
+    padding = np.ones((2, 6), "int32")
+    padding[1, 4:] = 0
+    return {
+        "token_ids": rng.integers(0, 50, (2, 6)).astype("int32"),
+        "segment_ids": np.zeros((2, 6), "int32"),
+        "padding_mask": padding,
+    }
+
+
+def test_bert_backbone_converts_then_takes_log_length_scaling(tmp_path):
+    keras.utils.set_random_seed(0)
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=50,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=12,
+    )
+    for index in range(2):
+        # Larger logits than BERT's initializer gives, so that scaling them shows.
+        block = backbone.get_layer(f"transformer_layer_{index}")
+        query = block._self_attention_layer.query_dense.kernel
+        query.assign(query * 100.0)
+    inputs = _bert_inputs()
+    _assert_outputs_equal(convert_attention(backbone)(inputs), backbone(inputs))
+
+    converted = convert_attention(backbone, logit_scale="log_length")
+    block = converted.get_layer("transformer_layer_1")
+    assert isinstance(block, ConvertedAttentionBlock)
+    assert block.layer._self_attention_layer.logit_scale == "log_length"
+    reference = to_numpy(backbone(inputs)["sequence_output"])
+    assert not np.allclose(to_numpy(converted(inputs)["sequence_output"]), reference, atol=1e-5)
+    reloaded = _fit_save_reload(converted, inputs, tmp_path)
+    layer = reloaded.get_layer("transformer_layer_1").layer._self_attention_layer
+    assert isinstance(layer, MultiHeadSelfAttention) and layer.logit_scale == "log_length"
+    trained = {id(v) for v in converted.trainable_variables}
+    assert all(id(v) in trained for v in block.layer._self_attention_layer.weights)
+    assert len(converted.trainable_variables) == len(backbone.trainable_variables)
+
+
+def test_gpt2_backbone_converts_with_equal_outputs():
+    keras.utils.set_random_seed(0)
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=50,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=12,
+    )
+    inputs = _bert_inputs()
+    del inputs["segment_ids"]
+    _assert_outputs_equal(convert_attention(backbone)(inputs), backbone(inputs))
