@@ -16,7 +16,7 @@ import numpy as np
 
 from keras_attn.datasets import load_fashion_mnist
 from keras_attn.models import finetune_adavit, finetune_vit, pretrain_vit
-from keras_attn.models.adavit_fast_path import xla_function
+from keras_attn.models.adavit import xla_function
 from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
 from keras_attn.utils import batch_latency_ms
 from keras_attn.utils.validation import float_option, int_option
