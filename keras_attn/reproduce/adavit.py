@@ -129,7 +129,7 @@ def run_seed(seed, gammas, setting, data, examples):
         fast = model.fast_path()
         record["full"]["macs"] = int(fast.full_macs())
         learned = fast.run(x_test, batch_size=LATENCY_BATCH)
-        usage = _usage(learned.decisions)
+        usage = model.usage(learned.decisions)
         random = model.random_decisions(len(x_test), usage, seed=seed)
         chosen = {"learned": learned, "random": fast.run(x_test, random, LATENCY_BATCH)}
         record["adavit"].append(
@@ -139,7 +139,7 @@ def run_seed(seed, gammas, setting, data, examples):
                     policy: {
                         "accuracy": _accuracy(result.outputs, y_test),
                         "macs": float(result.macs.mean()),
-                        "usage": _usage(result.decisions),
+                        "usage": model.usage(result.decisions),
                     }
                     for policy, result in chosen.items()
                 },
@@ -184,11 +184,6 @@ def _policy_summary(entries):
     usages = [entry["usage"] for entry in entries]
     summary["usage"] = {key: float(np.mean([u[key] for u in usages])) for key in usages[0]}
     return summary
-
-
-def _usage(decisions):
-    """Mean keep rate of each kind of decision."""
-    return {key: float(np.mean(value)) for key, value in decisions.items()}
 
 
 def _accuracy(probabilities, labels):

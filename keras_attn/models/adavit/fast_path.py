@@ -118,7 +118,7 @@ class AdaViTFastPath(keras.Model):
         heads = model.num_heads
         self.token_capacities = _capacities(self.tokens, token_buckets)
         self.head_capacities = _capacities(heads, head_buckets or min(heads, 4))
-        self._block_macs = [_block_macs_by_tokens(b, self.tokens) for b in model.blocks[1:]]
+        self._block_macs = [_block_macs_by_tokens(b, self.tokens) for b in model.gated_blocks]
         self._compiled = {}
         self.built = True  # every layer is the built model's
 
@@ -135,9 +135,11 @@ class AdaViTFastPath(keras.Model):
         padded = _pad_batch(images, groups * size)  # (groups * size, ...)
         real = ops.arange(0, groups * size) < batch  # (padded,), the real examples
         model = self.model
-        x = model.blocks[0](model.stem(padded))  # (padded, L, dim)
+        x = model.stem(padded)  # (padded, L, dim)
+        for block in model.blocks[: model.first_gated]:
+            x = block(x)
         used = {key: [] for key in DECISION_KEYS}
-        for index, block in enumerate(model.blocks[1:]):
+        for index, block in enumerate(model.gated_blocks):
             if decisions is None:
                 gates = model.gate_values(index, x, training=False)
             else:
@@ -163,7 +165,7 @@ class AdaViTFastPath(keras.Model):
         on = ops.cast(gates["attention"], x.dtype)
         x = _grouped(attention, x, (tokens, heads, on), kept * on, groups, size, self._pick(True))
         on = ops.cast(gates["mlp"], x.dtype)
-        mlp = self._mlp_branches(block)
+        mlp = self._mlp_branches(block)  # an off head's MLP input channels are zero
         return _grouped(mlp, x, (tokens, heads, on), kept * on, groups, size, self._pick(False))
 
     def _pick(self, with_heads):
@@ -191,7 +193,8 @@ class AdaViTFastPath(keras.Model):
         return branches
 
     def _mlp_branches(self, block):
-        return [_unchanged] + [_mlp_branch(block, c) for c in self.token_capacities]
+        mask = self.model.mlp_channel_mask if self.model.head_gates_mlp_input else None
+        return [_unchanged] + [_mlp_branch(block, c, mask) for c in self.token_capacities]
 
     def run(
         self,
@@ -272,11 +275,13 @@ class AdaViTFastPath(keras.Model):
         return total
 
     def fixed_macs(self) -> int:
-        """MACs that every example spends: stem, first block, readout and gates."""
-        dim = self.model.stem.output.shape[-1]
-        gates = (self.tokens - 1) * dim + dim * (self.model.num_heads + 2)
-        gated = sum(layer_macs(block, (1, self.tokens, dim)) for block in self.model.blocks[1:])
-        return count_macs(self.model.backbone) - gated + gates * len(self.model.patch_gates)
+        """MACs that every example spends: stem, ungated first block, readout and gates."""
+        model = self.model
+        dim = model.stem.output.shape[-1]
+        gates = len(model.patch_gates) * (self.tokens - 1) * dim
+        gates += len(model.head_gates) * dim * (model.num_heads + 2)
+        gated = sum(layer_macs(block, (1, self.tokens, dim)) for block in model.gated_blocks)
+        return count_macs(model.backbone) - gated + gates
 
     def full_macs(self) -> int:
         """Multiply-accumulates of one example through the backbone alone."""
@@ -449,10 +454,11 @@ def _project(dense, x, head_indices):
     return projected
 
 
-def _mlp_branch(block, capacity):
+def _mlp_branch(block, capacity, channel_mask):
     def branch(x, tokens, heads, on):
         indices, validity, gathered = _gather_tokens(x, tokens, capacity)
-        update = block.mlp_output(block.mlp_hidden(block.mlp_norm(gathered)))  # (g, c, dim)
+        channels = None if channel_mask is None else channel_mask(heads)  # (g, dim)
+        update = block.mlp_branch(gathered, channels, drop_path=False)  # (g, c, dim)
         gate = (validity * on[:, None])[..., None]  # (g, c, 1)
         return _scatter_tokens(x, indices, gathered + gate * update)
 
