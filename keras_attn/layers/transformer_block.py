@@ -274,29 +274,40 @@ class TransformerBlock(keras.layers.Layer):
         head_mask: Tensor | None = None,
         training: bool | None = None,
         drop_path: bool = True,
+        heads: Tensor | None = None,
     ) -> Tensor:
         """The attention branch of a pre-norm block, before its residual addition.
 
         `dropout(attention(LN(inputs)))`, with drop path unless
         `drop_path=False`: what `call` adds to `inputs`. A hook for models
-        that gate or drop tokens (AdaViT), run on a whole sequence or on
-        tokens gathered from it.
+        that gate, drop or skip tokens and heads (AdaViT), run on a whole
+        sequence or on tokens gathered from it. With `heads`, only those
+        heads are computed, by the attention's `attend_heads` (the core's).
 
         Args:
             inputs: `(batch, length, dim)` tokens.
             mask: optional boolean `(batch, length)`, the tokens that are keys.
-            head_mask: optional `(num_heads,)` or `(batch, num_heads)` head mask.
+            head_mask: optional `(num_heads,)` or `(batch, num_heads)` head
+                mask; with `heads`, `(batch, h)`, one per head of `heads`.
             training: bool, whether dropout and drop path are active.
             drop_path: bool, whether drop path applies in training.
+            heads: optional int `(batch, h)`, the heads each example computes.
 
         Returns:
             `(batch, length, dim)`.
         """
         self._check_pre_norm("attention_branch")
-        attention_inputs, masks = self._attention_inputs(
-            self.attention_norm(inputs), mask, head_mask
-        )
-        attended = self.attention(*attention_inputs, **masks, training=training)
+        x = self.attention_norm(inputs)
+        if heads is not None:
+            if not hasattr(self.attention, "attend_heads"):
+                raise ValueError(
+                    "`heads` needs an attention with `attend_heads`, such as the core. "
+                    f"Received: attention={type(self.attention).__name__}"
+                )
+            attended = self.attention.attend_heads(x, heads, head_mask, mask, training=training)
+        else:
+            attention_inputs, masks = self._attention_inputs(x, mask, head_mask)
+            attended = self.attention(*attention_inputs, **masks, training=training)
         attended = self.dropout_layer(attended, training=training)  # (batch, length, dim)
         return self._drop_path(attended, training) if drop_path else attended
 

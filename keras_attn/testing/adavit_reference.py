@@ -192,8 +192,17 @@ def _attention(block, tokens, valid, heads):
     query = _project(tokens, block["query"], block["query_bias"], heads)  # (b, h, n, key_dim)
     key = _project(tokens, block["key"], block["key_bias"], heads)  # (b, h, n, key_dim)
     value = _project(tokens, block["value"], block["value_bias"], heads)  # (b, h, n, value_dim)
-    logits = query @ key.transpose(0, 1, 3, 2) / math.sqrt(query.shape[-1])  # (b, h, n, n)
-    logits = np.where(valid[:, None, None, :], logits, -np.inf)
+    logits = query @ key.transpose(0, 1, 3, 2) * block["scale"]  # (b, h, n, n)
+    if block["log_length"]:  # the log of each example's kept-token count
+        logits = logits * np.log(valid.sum(-1))[:, None, None, None]
+    if block["causal"]:
+        valid = valid[:, None, :] & np.tri(valid.shape[1], dtype=bool)  # (b, n, n)
+    else:
+        valid = valid[:, None, :]  # (b, 1, n)
+    if block["additive_mask"] is None:
+        logits = np.where(valid[:, None], logits, -np.inf)
+    else:
+        logits = logits + np.where(valid[:, None], 0.0, block["additive_mask"])
     weights = np.exp(logits - logits.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
     return weights @ value  # (b, h, n, value_dim)
@@ -235,17 +244,18 @@ def _all_kept(batch, tokens, heads):
 
 def _block_weights(block):
     attention = block.attention
-    if attention.is_sparse or attention.attention_pattern != "dense":
+    config = attention.get_config()
+    if attention.is_sparse:
         raise ValueError(
-            "The fast path supports dense attention only. "
+            "The reference supports the dense patterns only. "
             f"Received: attention_pattern={attention.attention_pattern!r}"
         )
-    if attention.logit_scale != "none":
-        raise ValueError(
-            "The fast path supports `logit_scale='none'` only. "
-            f"Received: logit_scale={attention.logit_scale!r}"
-        )
     weights = {
+        # The logit factor read from the configuration, as the paper code sets it.
+        "scale": config["qk_scale"] or config["key_dim"] ** -0.5,
+        "log_length": config["logit_scale"] == "log_length",
+        "causal": config["attention_pattern"] == "causal",
+        "additive_mask": config["additive_mask"],
         "attention_norm": _norm_weights(block.attention_norm),
         "mlp_norm": _norm_weights(block.mlp_norm),
         "mlp_hidden": _numpy(block.mlp_hidden.kernel),

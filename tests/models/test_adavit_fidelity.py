@@ -105,3 +105,57 @@ def test_head_channels_need_a_width_divisible_by_the_heads():
     AdaViT(backbone, head_gates_mlp_input=False)
     with pytest.raises(ValueError, match="Received: dim=9 with num_heads=2"):
         AdaViT(backbone)
+
+
+# One option per block: one model, one compilation.
+ATTENTION_OPTIONS = [
+    {"qk_scale": 256**-0.5},  # as T2T-ViT sets it
+    {"logit_scale": "log_length"},
+    {"additive_mask": -10000.0, "qk_scale": 0.1},
+    {"attention_pattern": "causal"},
+]
+
+
+def _backbone(options):
+    """Tokens `(5, 8)` through a block per attention option, to class probabilities."""
+    keras.utils.set_random_seed(0)
+    tokens = keras.Input((5, 8))
+    x = keras.layers.Identity()(tokens)
+    for attention_kwargs in options:
+        x = TransformerBlock(num_heads=2, intermediate_dim=16, attention_kwargs=attention_kwargs)(x)
+    x = keras.layers.LayerNormalization()(x)
+    return keras.Model(tokens, keras.layers.Dense(3, activation="softmax")(x[:, 0]))
+
+
+def test_fast_path_honours_the_attention_options():
+    if keras.backend.backend() == "torch":
+        pytest.skip("The fast path compiles with XLA.")
+    model = AdaViT(_backbone(ATTENTION_OPTIONS), seed=0)
+    tokens = np.random.default_rng(0).normal(size=(8, 5, 8)).astype("float32")
+    model(tokens)
+    decisions = model.random_decisions(8, 0.5, seed=0)
+    decisions["heads"][:, 1:, 1] = False
+    decisions["heads"][:, 1:, 0] = (np.arange(8) % 4 > 0)[:, None]  # some with no head at all
+    masked = _numpy(model(tokens, decisions=decisions))
+    reference, _ = AdaViTNumpyReference(model).predict(tokens, decisions)
+    np.testing.assert_allclose(masked, reference, atol=1e-5)
+    fast = model.fast_path(token_buckets=1, head_buckets=1)  # one branch: quick to compile
+    np.testing.assert_allclose(fast.run(tokens, decisions).outputs, masked, atol=1e-5)
+
+
+def test_fast_path_refuses_a_sparse_pattern():
+    if keras.backend.backend() == "torch":
+        pytest.skip("The fast path compiles with XLA.")
+    from keras_attn.layers import LogSparseAttention
+
+    keras.utils.set_random_seed(0)
+    tokens = keras.Input((5, 8))
+    x = keras.layers.Identity()(tokens)
+    for _ in range(2):
+        attention = LogSparseAttention(num_heads=2, key_dim=4)
+        x = TransformerBlock(intermediate_dim=16, attention=attention)(x)
+    model = AdaViT(keras.Model(tokens, keras.layers.Identity()(x)), seed=0)
+    inputs = np.zeros((2, 5, 8), "float32")
+    model(inputs)
+    with pytest.raises(ValueError, match="Received: attention_pattern="):
+        model.fast_path().run(inputs)

@@ -60,8 +60,12 @@ class AdaViTFastPath(keras.Model):
     runs) and exports as a SavedModel. The outputs equal the masked path's
     (`AdaViT.__call__`) up to float rounding.
 
-    The layers and weights are the model's own, not copies. Supports dense
-    attention with `logit_scale="none"` and float32 compute.
+    The layers and weights are the model's own, not copies. The blocks run
+    through `TransformerBlock.attention_branch` and `mlp_branch`, the
+    attention through the core's `attend_heads`, so every option of the
+    core (`qk_scale`, log-length scale, additive mask, causal pattern) is
+    honoured; a sparse pattern or another attention raises a `ValueError`
+    when the path is first called. Float32 compute.
 
     Args:
         model: a built `AdaViT`.
@@ -110,8 +114,6 @@ class AdaViTFastPath(keras.Model):
         token_buckets = check_int("token_buckets", token_buckets)
         group_size = check_int("group_size", group_size)
         head_buckets = check_optional_int("head_buckets", head_buckets)
-        for block in model.blocks:
-            _check_attention(block.attention)
         self.model = model
         self.group_size = group_size
         self.tokens = model.stem.output.shape[1]
@@ -394,8 +396,15 @@ def _unchanged(x, tokens, heads, on):
 
 
 def _gather_tokens(x, tokens, capacity):
-    """The kept tokens first: `(g, capacity)` indices, validity and `(g, capacity, dim)` values."""
-    indices, validity = _largest(tokens, capacity)  # (g, capacity) each
+    """The kept tokens first, in their order: `(g, capacity)` indices, validity and values.
+
+    The values are `(g, capacity, dim)`. Kept tokens keep their order, so a
+    causal pattern sees the same past.
+    """
+    length = tokens.shape[1]
+    order = tokens * length - ops.arange(0, length, dtype=tokens.dtype)  # (g, L), all distinct
+    indices = ops.argsort(-order, axis=-1)[:, :capacity]  # (g, capacity)
+    validity = ops.take_along_axis(tokens, indices, axis=1)
     gathered = ops.take_along_axis(x, indices[..., None], axis=1)  # (g, capacity, dim)
     return indices, validity, gathered
 
@@ -421,37 +430,20 @@ def _scatter_tokens(x, indices, values):
 
 
 def _attention_branch(block, capacity, head_capacity):
-    attention = block.attention
-
     def branch(x, tokens, heads, on):
         indices, validity, gathered = _gather_tokens(x, tokens, capacity)
-        normed = block.attention_norm(gathered)  # (g, c, dim)
         head_indices, head_validity = _largest(heads, head_capacity)  # (g, h) each
-        query = _project(attention.query_dense, normed, head_indices)  # (g, c, h, key_dim)
-        key = _project(attention.key_dense, normed, head_indices)  # (g, c, h, key_dim)
-        value = _project(attention.value_dense, normed, head_indices)  # (g, c, h, value_dim)
-        query = query * (1.0 / math.sqrt(attention.key_dim))
-        keys = ops.cast(validity, "bool")[:, None, None, :]  # (g, 1, 1, c)
-        context = ops.dot_product_attention(query, key, value, mask=keys, scale=1.0)
-        context = context * head_validity[:, None, :, None]  # (g, c, h, value_dim)
-        output = attention.output_dense
-        kernel = ops.take(output.kernel, head_indices, axis=0)  # (g, h, value_dim, dim)
-        update = ops.einsum("gchv,ghvd->gcd", context, kernel)  # (g, c, dim)
-        if output.bias is not None:
-            update = update + output.bias
+        update = block.attention_branch(
+            gathered,
+            mask=validity > 0.5,  # (g, c), the gathered tokens that are kept
+            head_mask=head_validity,
+            heads=head_indices,
+            drop_path=False,
+        )  # (g, c, dim)
         gate = (validity * on[:, None])[..., None]  # (g, c, 1)
         return _scatter_tokens(x, indices, gathered + gate * update)
 
     return branch
-
-
-def _project(dense, x, head_indices):
-    """`x` `(g, c, dim)` through the heads `head_indices` `(g, h)` of a projection."""
-    kernel = ops.take(dense.kernel, head_indices, axis=1)  # (dim, g, h, size)
-    projected = ops.einsum("gcd,dghk->gchk", x, kernel)  # (g, c, h, size)
-    if dense.bias is not None:
-        projected = projected + ops.take(dense.bias, head_indices, axis=0)[:, None]
-    return projected
 
 
 def _mlp_branch(block, capacity, channel_mask):
@@ -481,19 +473,6 @@ def _capacities(total, buckets):
     return sorted(
         {max(1, math.ceil(total * k / min(buckets, total))) for k in range(1, buckets + 1)}
     )
-
-
-def _check_attention(attention):
-    if attention.is_sparse or attention.attention_pattern != "dense":
-        raise ValueError(
-            "The fast path supports dense attention only. "
-            f"Received: attention_pattern={attention.attention_pattern!r}"
-        )
-    if attention.logit_scale != "none":
-        raise ValueError(
-            "The fast path supports `logit_scale='none'` only. "
-            f"Received: logit_scale={attention.logit_scale!r}"
-        )
 
 
 def _block_macs_by_tokens(block, tokens):
