@@ -39,7 +39,7 @@ import numpy as np  # noqa: E402
 
 from keras_attn.datasets import load_fashion_mnist  # noqa: E402
 from keras_attn.models import finetune_adavit, finetune_vit, pretrain_vit  # noqa: E402
-from keras_attn.models.adavit_fast_path import xla_function  # noqa: E402
+from keras_attn.models.adavit import xla_function  # noqa: E402
 from keras_attn.utils import batch_latency_ms, write_benchmark  # noqa: E402
 
 PATCH_SIZES = (4, 2)  # 49 and 196 patches of a 28x28 image

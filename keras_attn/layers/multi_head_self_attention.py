@@ -392,6 +392,74 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             )
         return False
 
+    def attend_heads(
+        self,
+        inputs: Tensor,
+        heads: Tensor,
+        head_mask: Tensor | None = None,
+        mask: Tensor | None = None,
+        training: bool | None = None,
+    ) -> Tensor:
+        """Self-attention of `inputs` through a subset of the heads of each example.
+
+        What `call` computes with every other head masked out (its
+        `qk_scale`, log-length scale, additive mask, causal pattern and
+        dropout included), but the projection kernels are gathered to the
+        heads `heads` of each example, so the other heads cost nothing. A
+        hook for models that skip heads and tokens, such as AdaViT's fast
+        path, which runs it on the tokens it gathers. Dense patterns and
+        the core's own projections only.
+
+        Args:
+            inputs: `(batch, length, dim)`.
+            heads: int `(batch, h)`, the heads each example computes.
+            head_mask: optional `(batch, h)` multiplier of each computed
+                head's output, such as 0 for a slot that pads `heads`.
+            mask: optional boolean `(batch, length)` padding mask.
+            training: bool, whether dropout is active.
+
+        Returns:
+            `(batch, length, output_dim)`.
+        """
+        self._check_head_subset()
+        check_shape("inputs", inputs, (None, None, self._input_dim))
+        batch = inputs.shape[0]
+        check_shape("heads", heads, (batch, None))
+        check_shape("head_mask", head_mask, (batch, heads.shape[1]))
+        check_shape("mask", mask, (batch, inputs.shape[1]))
+        heads = ops.cast(heads, "int32")
+        query = _project_heads(self._query_dense, inputs, heads)  # (batch, length, h, key_dim)
+        key = _project_heads(self._key_dense, inputs, heads)  # (batch, length, h, key_dim)
+        value = _project_heads(self._value_dense, inputs, heads)  # (batch, length, h, value_dim)
+        if keras.backend.standardize_dtype(query.dtype) == "float16":
+            query, key = ops.cast(query, "float32"), ops.cast(key, "float32")
+        key, value, broken = self._hide_keys(key, value, mask, None)
+        context, _ = self._dense_attention(query, key, value, mask, None, training, False)
+        if broken is not None:
+            context = ops.where(ops.expand_dims(broken, (2, 3)), float("nan"), context)
+        if head_mask is not None:
+            context = context * ops.cast(head_mask, context.dtype)[:, None, :, None]
+        output = self._output_dense
+        kernel = ops.take(output.kernel, heads, axis=0)  # (batch, h, value_dim, output_dim)
+        outputs = ops.einsum("blhv,bhvo->blo", context, kernel)  # (batch, length, output_dim)
+        return outputs if output.bias is None else add_bias(outputs, output.bias)
+
+    def _check_head_subset(self):
+        if self.is_sparse:
+            raise ValueError(
+                "`attend_heads` supports the dense patterns only. "
+                f"Received: attention_pattern={self.attention_pattern!r}"
+            )
+        own = MultiHeadSelfAttention.project_queries_and_keys
+        if type(self).project_queries_and_keys is not own or not all(
+            type(dense) is _ProjectionDense
+            for dense in (self._query_dense, self._key_dense, self._value_dense, self._output_dense)
+        ):
+            raise ValueError(
+                "`attend_heads` needs the core's own projections. "
+                f"Received: a {type(self).__name__} that projects differently"
+            )
+
     def validate_call_inputs(
         self,
         inputs: Tensor,
@@ -813,6 +881,15 @@ def add_bias(x, bias):
     error. With the bias first, the sum broadcasts like numpy.
     """
     return ops.add(bias, x)
+
+
+def _project_heads(dense, inputs, heads):
+    """`inputs` `(batch, length, dim)` through the heads `heads` `(batch, h)` of a projection."""
+    kernel = ops.take(dense.kernel, heads, axis=1)  # (dim, batch, h, head_dim)
+    projected = ops.einsum("bld,dbhk->blhk", inputs, kernel)  # (batch, length, h, head_dim)
+    if dense.bias is None:
+        return projected
+    return add_bias(projected, ops.take(dense.bias, heads, axis=0)[:, None])  # (batch, 1, h, k)
 
 
 class _ProjectionDense(keras.layers.EinsumDense):

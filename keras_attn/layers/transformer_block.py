@@ -301,6 +301,89 @@ class TransformerBlock(keras.layers.Layer):
         x = x if self.normalize_first else self.mlp_norm(x)
         return (x, scores) if return_attention_scores else x
 
+    def attention_branch(
+        self,
+        inputs: Tensor,
+        mask: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        training: bool | None = None,
+        drop_path: bool = True,
+        heads: Tensor | None = None,
+    ) -> Tensor:
+        """The attention branch of a pre-norm block, before its residual addition.
+
+        `dropout(attention(LN(inputs)))`, with drop path unless
+        `drop_path=False`: what `call` adds to `inputs`. A hook for models
+        that gate, drop or skip tokens and heads (AdaViT), run on a whole
+        sequence or on tokens gathered from it. With `heads`, only those
+        heads are computed, by the attention's `attend_heads` (the core's).
+
+        Args:
+            inputs: `(batch, length, dim)` tokens.
+            mask: optional boolean `(batch, length)`, the tokens that are keys.
+            head_mask: optional `(num_heads,)` or `(batch, num_heads)` head
+                mask; with `heads`, `(batch, h)`, one per head of `heads`.
+            training: bool, whether dropout and drop path are active.
+            drop_path: bool, whether drop path applies in training.
+            heads: optional int `(batch, h)`, the heads each example computes.
+
+        Returns:
+            `(batch, length, dim)`.
+        """
+        self._check_pre_norm("attention_branch")
+        x = self.attention_norm(inputs)
+        if heads is not None:
+            if not hasattr(self.attention, "attend_heads"):
+                raise ValueError(
+                    "`heads` needs an attention with `attend_heads`, such as the core. "
+                    f"Received: attention={type(self.attention).__name__}"
+                )
+            attended = self.attention.attend_heads(x, heads, head_mask, mask, training=training)
+        else:
+            attention_inputs, masks = self._attention_inputs(x, mask, head_mask)
+            attended = self.attention(*attention_inputs, **masks, training=training)
+        attended = self.dropout_layer(attended, training=training)  # (batch, length, dim)
+        return self._drop_path(attended, training) if drop_path else attended
+
+    def mlp_branch(
+        self,
+        inputs: Tensor,
+        channel_mask: Tensor | None = None,
+        training: bool | None = None,
+        drop_path: bool = True,
+    ) -> Tensor:
+        """The MLP branch of a pre-norm block, before its residual addition.
+
+        `dropout(mlp_output(dropout(mlp_hidden(LN(inputs) * channel_mask))))`,
+        with drop path unless `drop_path=False`: what `call` adds after the
+        attention, without `channel_mask`.
+
+        Args:
+            inputs: `(batch, length, dim)` tokens.
+            channel_mask: optional `(batch, dim)` multiplier of the MLP's input
+                channels, such as AdaViT's zeros for the channels of the heads
+                that are off.
+            training: bool, whether dropout and drop path are active.
+            drop_path: bool, whether drop path applies in training.
+
+        Returns:
+            `(batch, length, dim)`.
+        """
+        self._check_pre_norm("mlp_branch")
+        y = self.mlp_norm(inputs)  # (batch, length, dim)
+        if channel_mask is not None:
+            check_shape("channel_mask", channel_mask, (inputs.shape[0], inputs.shape[-1]))
+            y = y * ops.cast(channel_mask, y.dtype)[:, None, :]
+        y = self.mlp_hidden_dropout_layer(self.mlp_hidden(y), training=training)
+        y = self.dropout_layer(self.mlp_output(y), training=training)  # (batch, length, dim)
+        return self._drop_path(y, training) if drop_path else y
+
+    def _check_pre_norm(self, method):
+        if not self.norm_first:
+            raise ValueError(
+                f"`{method}` is the branch of a pre-norm block. Received: norm_first=False"
+            )
+
     def _drop_path(self, branch, training):
         """`branch` zeroed for a fraction `drop_path_rate` of the examples, else scaled up."""
         if not training or self.drop_path_rate == 0:

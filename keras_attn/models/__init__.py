@@ -1,7 +1,13 @@
 """Models built from keras_attn layers."""
 
-from keras_attn.models.adavit import AdaViT, finetune_adavit, finetune_vit, pretrain_vit
-from keras_attn.models.adavit_fast_path import AdaViTFastPath, FastPathResult
+from keras_attn.models.adavit import (
+    AdaViT,
+    AdaViTFastPath,
+    FastPathResult,
+    finetune_adavit,
+    finetune_vit,
+    pretrain_vit,
+)
 from keras_attn.models.bert_encoder import build_bert_encoder
 from keras_attn.models.bit_string_classifier import bit_string_logits, build_bit_string_classifier
 from keras_attn.models.bsarec import build_bsarec, build_sasrec

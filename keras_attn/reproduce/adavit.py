@@ -16,7 +16,7 @@ import numpy as np
 
 from keras_attn.datasets import load_fashion_mnist
 from keras_attn.models import finetune_adavit, finetune_vit, pretrain_vit
-from keras_attn.models.adavit_fast_path import xla_function
+from keras_attn.models.adavit import xla_function
 from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
 from keras_attn.utils import batch_latency_ms
 from keras_attn.utils.validation import float_option, int_option
@@ -129,7 +129,7 @@ def run_seed(seed, gammas, setting, data, examples):
         fast = model.fast_path()
         record["full"]["macs"] = int(fast.full_macs())
         learned = fast.run(x_test, batch_size=LATENCY_BATCH)
-        usage = _usage(learned.decisions)
+        usage = model.usage(learned.decisions)
         random = model.random_decisions(len(x_test), usage, seed=seed)
         chosen = {"learned": learned, "random": fast.run(x_test, random, LATENCY_BATCH)}
         record["adavit"].append(
@@ -139,7 +139,7 @@ def run_seed(seed, gammas, setting, data, examples):
                     policy: {
                         "accuracy": _accuracy(result.outputs, y_test),
                         "macs": float(result.macs.mean()),
-                        "usage": _usage(result.decisions),
+                        "usage": model.usage(result.decisions),
                     }
                     for policy, result in chosen.items()
                 },
@@ -184,11 +184,6 @@ def _policy_summary(entries):
     usages = [entry["usage"] for entry in entries]
     summary["usage"] = {key: float(np.mean([u[key] for u in usages])) for key in usages[0]}
     return summary
-
-
-def _usage(decisions):
-    """Mean keep rate of each kind of decision."""
-    return {key: float(np.mean(value)) for key, value in decisions.items()}
 
 
 def _accuracy(probabilities, labels):

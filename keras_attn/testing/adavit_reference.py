@@ -43,18 +43,29 @@ class AdaViTNumpyReference:
             raise ValueError("`model` must be built. Received: model with built=False")
         self.model = model
         self.blocks = [_block_weights(block) for block in model.blocks]
+        self.first_gated = model.first_gated
         self.gates = [
             {
                 "patch_norm": _norm_weights(block.attention_norm),
                 "patches": _numpy(patch.kernel)[:, 0],
                 "patches_bias": float(_numpy(patch.bias)[0]),
-                "heads": _numpy(head.kernel),
-                "heads_bias": _numpy(head.bias),
-                "blocks": _numpy(gate.kernel),
-                "blocks_bias": _numpy(gate.bias),
             }
-            for (patch, head, gate), block in zip(model._gates(), model.blocks[1:], strict=True)
+            for patch, block in zip(model.patch_gates, model.gated_blocks, strict=True)
         ]
+        for index, (head, gate) in enumerate(zip(model.head_gates, model.block_gates, strict=True)):
+            self.gates[index + 1 - self.first_gated].update(
+                heads=_numpy(head.kernel),
+                heads_bias=_numpy(head.bias),
+                blocks=_numpy(gate.kernel),
+                blocks_bias=_numpy(gate.bias),
+            )
+        # An off head's MLP input channels, `(heads, dim)`, or `None`.
+        dim, heads = model.stem.output.shape[-1], model.num_heads
+        self.head_channels = (
+            np.repeat(np.eye(heads, dtype=bool), dim // heads, axis=1)
+            if model.head_gates_mlp_input
+            else None
+        )
         self.thresholds = {
             "patches": _logit(model.patch_threshold),
             "heads": _logit(model.head_threshold),
@@ -86,14 +97,15 @@ class AdaViTNumpyReference:
         """
         images = np.asarray(images, "float32")
         x = self._stem(images)  # (batch, tokens, dim)
-        x = _run_block(self.blocks[0], x, _all_kept(len(x), self.tokens, self.shape["heads"]))
+        for block in self.blocks[: self.first_gated]:
+            x = self._run_block(block, x, _all_kept(len(x), self.tokens, self.shape["heads"]))
         used = {"patches": [], "heads": [], "attention": [], "mlp": []}
-        for index, block in enumerate(self.blocks[1:]):
+        for index, block in enumerate(self.blocks[self.first_gated :]):
             if decisions is None:
                 step = self._decide(index, x)
             else:
                 step = {key: np.asarray(value[:, index], bool) for key, value in decisions.items()}
-            x = _run_block(block, x, step)
+            x = self._run_block(block, x, step)
             for key, value in step.items():
                 used[key].append(value)
         used = {key: np.stack(values, axis=1) for key, values in used.items()}
@@ -103,8 +115,20 @@ class AdaViTNumpyReference:
         """The backbone alone: every block in full, no gate computed."""
         x = self._stem(np.asarray(images, "float32"))
         for block in self.blocks:
-            x = _run_block(block, x, _all_kept(len(x), self.tokens, self.shape["heads"]))
+            x = self._run_block(block, x, _all_kept(len(x), self.tokens, self.shape["heads"]))
         return self._readout(x)
+
+    def _run_block(self, block, x, decisions):
+        """One pre-norm block on the kept tokens and heads; updates `x` in place."""
+        kept = np.concatenate([np.ones_like(decisions["patches"][:, :1]), decisions["patches"]], 1)
+        order = np.argsort(~kept, axis=1, kind="stable")  # (batch, tokens), kept tokens first
+        counts = kept.sum(1)  # (batch,)
+        _attention_branch(block, x, decisions, order, counts)
+        channels = None
+        if self.head_channels is not None:  # the channels of the kept heads, (batch, dim)
+            channels = (decisions["heads"][:, :, None] & self.head_channels).any(axis=1)
+        _mlp_branch(block, x, decisions["mlp"], order, counts, channels)
+        return x
 
     def _stem(self, images):
         if self.stem is None:
@@ -119,25 +143,20 @@ class AdaViTNumpyReference:
     def _decide(self, index, x):
         gate = self.gates[index]
         cls = x[:, 0]  # (batch, dim)
-        blocks = cls @ gate["blocks"] + gate["blocks_bias"] > self.thresholds["blocks"]
+        if "blocks" in gate:
+            blocks = cls @ gate["blocks"] + gate["blocks_bias"] > self.thresholds["blocks"]
+            heads = cls @ gate["heads"] + gate["heads_bias"] > self.thresholds["heads"]
+        else:  # the first block: no head or block gate
+            blocks = np.ones((len(x), 2), bool)
+            heads = np.ones((len(x), self.shape["heads"]), bool)
         return {
             "patches": layer_norm(x[:, 1:], *gate["patch_norm"]) @ gate["patches"]
             + gate["patches_bias"]
             > self.thresholds["patches"],  # (batch, patches)
-            "heads": cls @ gate["heads"] + gate["heads_bias"] > self.thresholds["heads"],
+            "heads": heads,
             "attention": blocks[:, 0],
             "mlp": blocks[:, 1],
         }
-
-
-def _run_block(block, x, decisions):
-    """One pre-norm block on the kept tokens and heads; updates `x` in place."""
-    kept = np.concatenate([np.ones_like(decisions["patches"][:, :1]), decisions["patches"]], 1)
-    order = np.argsort(~kept, axis=1, kind="stable")  # (batch, tokens), kept tokens first
-    counts = kept.sum(1)  # (batch,)
-    _attention_branch(block, x, decisions, order, counts)
-    _mlp_branch(block, x, decisions["mlp"], order, counts)
-    return x
 
 
 def _gather(x, examples, order, counts):
@@ -173,8 +192,17 @@ def _attention(block, tokens, valid, heads):
     query = _project(tokens, block["query"], block["query_bias"], heads)  # (b, h, n, key_dim)
     key = _project(tokens, block["key"], block["key_bias"], heads)  # (b, h, n, key_dim)
     value = _project(tokens, block["value"], block["value_bias"], heads)  # (b, h, n, value_dim)
-    logits = query @ key.transpose(0, 1, 3, 2) / math.sqrt(query.shape[-1])  # (b, h, n, n)
-    logits = np.where(valid[:, None, None, :], logits, -np.inf)
+    logits = query @ key.transpose(0, 1, 3, 2) * block["scale"]  # (b, h, n, n)
+    if block["log_length"]:  # the log of each example's kept-token count
+        logits = logits * np.log(valid.sum(-1))[:, None, None, None]
+    if block["causal"]:
+        valid = valid[:, None, :] & np.tri(valid.shape[1], dtype=bool)  # (b, n, n)
+    else:
+        valid = valid[:, None, :]  # (b, 1, n)
+    if block["additive_mask"] is None:
+        logits = np.where(valid[:, None], logits, -np.inf)
+    else:
+        logits = logits + np.where(valid[:, None], 0.0, block["additive_mask"])
     weights = np.exp(logits - logits.max(-1, keepdims=True))
     weights /= weights.sum(-1, keepdims=True)
     return weights @ value  # (b, h, n, value_dim)
@@ -191,12 +219,15 @@ def _project(tokens, kernel, bias, heads):
     return projected.transpose(0, 2, 1, 3)
 
 
-def _mlp_branch(block, x, mlp_on, order, counts):
+def _mlp_branch(block, x, mlp_on, order, counts, channels):
+    """The MLP on the kept tokens, its input zero outside `channels` `(batch, dim)` if given."""
     examples = np.flatnonzero(mlp_on)
     if examples.size == 0:
         return
     rows, columns, valid = _gather(x, examples, order, counts)
     tokens = layer_norm(x[rows, columns], *block["mlp_norm"])  # (examples, n, dim)
+    if channels is not None:
+        tokens = tokens * channels[examples][:, None, :]
     hidden = block["activation"](tokens @ block["mlp_hidden"] + block["mlp_hidden_bias"])
     update = hidden @ block["mlp_output"] + block["mlp_output_bias"]  # (examples, n, dim)
     x[rows, columns] += update * valid[..., None]
@@ -213,17 +244,18 @@ def _all_kept(batch, tokens, heads):
 
 def _block_weights(block):
     attention = block.attention
-    if attention.is_sparse or attention.attention_pattern != "dense":
+    config = attention.get_config()
+    if attention.is_sparse:
         raise ValueError(
-            "The fast path supports dense attention only. "
+            "The reference supports the dense patterns only. "
             f"Received: attention_pattern={attention.attention_pattern!r}"
         )
-    if attention.logit_scale != "none":
-        raise ValueError(
-            "The fast path supports `logit_scale='none'` only. "
-            f"Received: logit_scale={attention.logit_scale!r}"
-        )
     weights = {
+        # The logit factor read from the configuration, as the paper code sets it.
+        "scale": config["qk_scale"] or config["key_dim"] ** -0.5,
+        "log_length": config["logit_scale"] == "log_length",
+        "causal": config["attention_pattern"] == "causal",
+        "additive_mask": config["additive_mask"],
         "attention_norm": _norm_weights(block.attention_norm),
         "mlp_norm": _norm_weights(block.mlp_norm),
         "mlp_hidden": _numpy(block.mlp_hidden.kernel),

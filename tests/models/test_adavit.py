@@ -29,8 +29,9 @@ def _model(gate_bias=0.4, depth=3, **kwargs):
     model = AdaViT(_vit(depth), gate_bias=gate_bias, seed=0, **kwargs)
     model(_images(2))
     # Gate kernels large enough that the learned decisions mix.
+    rng = np.random.default_rng(1)
     for gate in model.patch_gates + model.head_gates + model.block_gates:
-        gate.kernel.assign(np.random.default_rng(1).normal(size=gate.kernel.shape))
+        gate.kernel.assign(rng.normal(size=gate.kernel.shape))
     return model
 
 
@@ -63,9 +64,10 @@ def _fast(model, **kwargs):
     return AdaViTFastPath(model, token_buckets=2, group_size=4, **kwargs)
 
 
-def test_gated_block_is_the_block_hook_with_unchanged_outputs():
-    """The block hook gives what the former hand-written gated block gave."""
-    model = _model()
+@pytest.mark.parametrize("head_gates_mlp_input", [True, False])
+def test_gated_block_by_hand(head_gates_mlp_input):
+    """An off head zeroes its attention output and, officially, its MLP input channels."""
+    model = _model(head_gates_mlp_input=head_gates_mlp_input)
     x = keras.random.normal((6, 5, 8), seed=0)
     gates = {key: ops.cast(v[:, 0], "float32") for key, v in _random_decisions(6, 1).items()}
     block = model.blocks[1]
@@ -73,12 +75,13 @@ def test_gated_block_is_the_block_hook_with_unchanged_outputs():
     attended = block.attention(
         block.attention_norm(x), mask=tokens > 0.5, head_mask=gates["heads"]
     )  # (batch, L, dim)
-    expected = x + (tokens * gates["attention"][:, None])[..., None] * attended
-    mlp = block.mlp_output(block.mlp_hidden(block.mlp_norm(expected)))  # (batch, L, dim)
-    expected = expected + (tokens * gates["mlp"][:, None])[..., None] * mlp
-    np.testing.assert_allclose(
-        _numpy(model._gated_block(block, x, gates, False)), _numpy(expected), atol=1e-6
-    )
+    expected = _numpy(x + (tokens * gates["attention"][:, None])[..., None] * attended)
+    normed = _numpy(block.mlp_norm(expected))  # (batch, L, dim)
+    if head_gates_mlp_input:  # 2 heads of 4 channels: channel c belongs to head c // 4
+        normed = normed * np.repeat(_numpy(gates["heads"]), 4, axis=1)[:, None, :]
+    mlp = _numpy(block.mlp_output(block.mlp_hidden(normed)))  # (batch, L, dim)
+    expected = expected + _numpy(tokens * gates["mlp"][:, None])[..., None] * mlp
+    np.testing.assert_allclose(_numpy(model._gated_block(1, x, gates, False)), expected, atol=1e-6)
 
 
 def test_patch_gate_reads_the_normalized_tokens():
@@ -125,7 +128,7 @@ def test_fast_path_matches_masked_path_with_learned_gates(shared):
 def test_fast_path_matches_masked_path_and_numpy_reference_with_fixed_decisions(shared):
     model, fast = shared
     images = _images(13)
-    decisions = _random_decisions(len(images), 2)
+    decisions = _random_decisions(len(images), 3)
     masked = _numpy(model(images, decisions=decisions))
     result = fast.run(images, decisions, batch_size=BATCH)
     np.testing.assert_allclose(result.outputs, masked, atol=1e-5)
@@ -171,12 +174,12 @@ def test_everything_off_passes_tokens_through_the_gated_blocks(shared):
     model, fast = shared
     images = _images(4)
     off = {
-        "patches": np.zeros((4, 2, 4), bool),
-        "heads": np.zeros((4, 2, 2), bool),
-        "attention": np.zeros((4, 2), bool),
-        "mlp": np.zeros((4, 2), bool),
+        "patches": np.zeros((4, 3, 4), bool),
+        "heads": np.zeros((4, 3, 2), bool),
+        "attention": np.zeros((4, 3), bool),
+        "mlp": np.zeros((4, 3), bool),
     }
-    expected = _numpy(model.readout(model.blocks[0](model.stem(images))))
+    expected = _numpy(model.readout(model.stem(images)))
     np.testing.assert_allclose(_numpy(model(images, decisions=off)), expected, atol=1e-6)
     if keras.backend.backend() != "torch":  # the fast path compiles with XLA
         result = fast.run(images, off, batch_size=BATCH)
@@ -213,8 +216,8 @@ def test_fast_path_saved_model_round_trip(tmp_path, shared):
 
 
 def test_macs_by_hand():
-    # dim 8, 2 heads of 4, MLP 16, 4 patches + class token, 3 classes.
-    fast = _fast(_model(depth=2))
+    # dim 8, 2 heads of 4, MLP 16, 4 patches + class token, 3 classes; the first block ungated.
+    fast = _fast(_model(depth=2, gate_first_block=False))
     # Patch embedding 4 * (16 * 8) + head 8 * 3; a full block: projections
     # 5 * 8 * 2 * 16, attention 2 * 25 * 8, MLP 2 * 5 * 8 * 16.
     assert fast.full_macs() == 536 + 2 * (1280 + 400 + 1280)
@@ -231,19 +234,27 @@ def test_macs_by_hand():
     )
 
 
-def test_usage_loss_by_hand():
-    model = _model(target_usage=0.5)
+@pytest.mark.parametrize("gate_first_block", [True, False])
+def test_usage_loss_by_hand(gate_first_block):
+    model = _model(target_usage=(0.3, 0.5, 0.5), gate_first_block=gate_first_block)
     decisions = {
-        "patches": np.tile([True, False, False, False], (2, 2, 1)),  # usage 0.25
-        "heads": np.tile([True, True], (2, 2, 1)),
-        "attention": np.array([[True, False], [True, False]]),
-        "mlp": np.array([[True, False], [True, False]]),  # block usage 0.5
+        "patches": np.tile([True, False, False, False], (2, 3, 1)),
+        "heads": np.tile([True, True], (2, 3, 1)),
+        "attention": np.array([[True, True, False], [True, True, False]]),
+        "mlp": np.array([[True, True, False], [True, True, False]]),
     }
-    decisions["heads"][:, 0, 1] = False  # usage 0.5 where the block runs
-    # The second block is off: its heads (all on) do not count.
+    decisions["heads"][:, 1, 1] = False
+    decisions["patches"][:, 0] = True  # block 0 or, without its gate, block 1
+    if not gate_first_block:
+        decisions = {key: value[:, 1:] for key, value in decisions.items()}
+    # Blocks 1 and 2 have head and block gates: block usage 0.5; block 2 is off, so
+    # its heads (all on) do not count: head usage 0.5. The token usage counts the
+    # class token and every patch-gated block, the first included: 2 of 5 tokens in
+    # each block, and all 5 in the first gated block.
+    token_usage = (5 + 2 + 2) / 15 if gate_first_block else (2 + 2) / 10
     model(_images(2), training=True, decisions=decisions)
     loss = float(_numpy(model.losses[0]))
-    assert loss == pytest.approx(2 * 0.0 + 2 * 0.0 + 2 * 0.25**2, rel=1e-5)
+    assert loss == pytest.approx(2 * 0.0 + 2 * 0.0 + 2 * (token_usage - 0.3) ** 2, abs=1e-6)
 
 
 # One test for the training recipe: each XLA fit of a model compiles for seconds
@@ -274,27 +285,33 @@ def test_recipe_lowers_usage_under_xla_saves_and_leaves_the_vit_unchanged(tmp_pa
 
 
 def test_random_decisions_keep_the_imposed_share_per_example():
-    model = _model(depth=4)  # 3 gated blocks, 4 patches, 2 heads
+    model = _model(depth=4)  # 4 patch-gated blocks, 3 with head and block gates
     decisions = model.random_decisions(500, 0.5, seed=0)
     assert {k: v.shape for k, v in decisions.items()} == {
-        "patches": (500, 3, 4),
-        "heads": (500, 3, 2),
-        "attention": (500, 3),
-        "mlp": (500, 3),
+        "patches": (500, 4, 4),
+        "heads": (500, 4, 2),
+        "attention": (500, 4),
+        "mlp": (500, 4),
     }
+    # The first block has no head or block gate.
+    assert all(decisions[key][:, 0].all() for key in ("heads", "attention", "mlp"))
     # 0.5 of 4 patches and of 2 heads: exactly 2 and 1 in every block of every example.
     np.testing.assert_array_equal(decisions["patches"].sum(-1), 2)
-    np.testing.assert_array_equal(decisions["heads"].sum(-1), 1)
+    np.testing.assert_array_equal(decisions["heads"][:, 1:].sum(-1), 1)
     # 0.5 of 3 blocks: 1 or 2 per example, 1.5 on average.
-    assert set(np.unique(decisions["attention"].sum(-1))) == {1, 2}
-    assert abs(decisions["mlp"].mean() - 0.5) < 0.03
+    assert set(np.unique(decisions["attention"][:, 1:].sum(-1))) == {1, 2}
+    assert abs(decisions["mlp"][:, 1:].mean() - 0.5) < 0.03
     # The positions are random: every patch is kept somewhere, not always the same ones.
     assert 0.4 < decisions["patches"].mean(axis=(0, 1)).min()
     rates = {"patches": 0.3, "heads": 1.0, "attention": 0.0, "mlp": 0.7}
     mixed = model.random_decisions(2000, rates, seed=1)
-    assert mixed["heads"].all() and not mixed["attention"].any()
-    for key in ("patches", "mlp"):
-        assert abs(mixed[key].mean() - rates[key]) < 0.02, key
+    assert mixed["heads"].all() and not mixed["attention"][:, 1:].any()
+    assert abs(mixed["patches"].mean() - rates["patches"]) < 0.02
+    assert abs(mixed["mlp"][:, 1:].mean() - rates["mlp"]) < 0.02
+    # `usage` reads the rates back over the blocks that have each gate.
+    measured = model.usage(mixed)
+    assert measured["heads"] == 1.0 and measured["attention"] == 0.0
+    assert all(abs(measured[key] - rates[key]) < 0.02 for key in ("patches", "mlp"))
     again = model.random_decisions(2000, rates, seed=1)
     assert all(np.array_equal(mixed[k], again[k]) for k in mixed)
     with pytest.raises(ValueError, match="Received: usage=1.5"):

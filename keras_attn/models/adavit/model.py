@@ -1,14 +1,15 @@
 """AdaViT: adaptive patch, head and block usage (Meng et al., CVPR 2022).
 
 AdaViT: Adaptive Vision Transformers for Efficient Image Recognition,
-https://arxiv.org/abs/2111.15668. A ViT backbone gets, in every block but the
-first, a decision network on the block input: a patch gate on each patch
-token, a head gate and a block gate (attention and MLP) on the class token.
-Training adds a usage loss that pulls the mean usage to a target γ.
+https://arxiv.org/abs/2111.15668. A ViT backbone gets a decision network on
+the input of its blocks: a patch gate on each patch token (from the first
+block, as in the official code), and a head gate and a block gate (attention
+and MLP) on the class token (from the second block). Training adds a usage
+loss that pulls the mean usage to a target γ.
 """
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import keras
 import numpy as np
@@ -16,33 +17,49 @@ from keras import ops
 
 from keras_attn._typing import Tensor
 from keras_attn.layers import GumbelSigmoidGate, TransformerBlock
-from keras_attn.models.vision_transformer import build_vision_transformer
-from keras_attn.utils.training import build_optimizer
+from keras_attn.models.adavit.decisions import DECISION_KEYS, fixed_gates, random_keep
+from keras_attn.models.adavit.fast_path import AdaViTFastPath
+from keras_attn.utils.validation import check_bool
 
-if TYPE_CHECKING:
-    from keras_attn.models.adavit_fast_path import AdaViTFastPath
-
-DECISION_KEYS = ("patches", "heads", "attention", "mlp")
+# What models saved before these options existed computed: `from_config` restores it.
+_FORMER_BEHAVIOUR = {
+    "gate_first_block": False,
+    "head_gates_mlp_input": False,
+    "gated_drop_path": True,
+}
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
 class AdaViT(keras.Model):
     """A ViT backbone with learned per-example patch, head and block usage.
 
-    Every block after the first decides from its input which patch tokens
-    it processes (the class token always is), which attention heads run and
-    whether its attention and MLP sub-layers run. A dropped patch passes the
-    block unchanged and is no key of the attention; an off head outputs
-    zero; an off sub-layer adds nothing to the residual stream. This call is
-    the masked path: it computes every token and head and multiplies by the
-    decisions, as in training. `fast_path()` returns an inference engine
-    that skips the work instead and gives the same outputs.
+    Every block decides from its input which patch tokens it processes
+    (the class token always is); every block after the first also decides
+    which attention heads run and whether its attention and MLP sub-layers
+    run. A dropped patch passes the block unchanged and is no key of the
+    attention; an off sub-layer adds nothing to the residual stream. An off
+    head outputs zero and, as in the official code (`--ada-head` without
+    `--ada-head-v2`, its `DynaLinear`), also zeroes its channels of the
+    MLP's input: channel `c` of the width `dim` belongs to head
+    `c // (dim / num_heads)`. This call is the masked path: it computes
+    every token and head and multiplies by the decisions, as in training.
+    `fast_path()` returns an inference engine that skips the work instead
+    and gives the same outputs.
+
+    The decisions cover the *gated blocks*: every block, or with
+    `gate_first_block=False` every block but the first, which then runs in
+    full. The first block has no head or block gate: its heads and
+    sub-layers always run.
 
     With `training=True` the call adds the usage loss
-    `w·|head usage − γ_h| + w·|block usage − γ_b| + w·(patch usage − γ_p)²`,
-    each usage the mean of the binary decisions over the batch and the gated
-    blocks, with `w = usage_loss_weight`; as in the official loss, head
-    usage counts only the blocks whose attention or MLP runs.
+    `w·|head usage − γ_h| + w·|block usage − γ_b| + w·(token usage − γ_p)²`,
+    with `w = usage_loss_weight`. As in the official loss, the token usage
+    is the mean keep rate of all tokens, class token included, over the
+    batch and the patch-gated blocks; the block usage that of the attention
+    and MLP sub-layers over the blocks with a block gate; the head usage
+    that of the heads over the blocks with a head gate whose attention or
+    MLP runs. As there, drop path (the backbone's `drop_path_rate`) applies
+    in training to the blocks without block gate only.
 
     The backbone is a functional ViT of the library, such as one made by
     `build_vision_transformer`: its pre-norm `TransformerBlock`s run in
@@ -63,6 +80,14 @@ class AdaViT(keras.Model):
             The gate kernels start from a truncated normal of deviation 0.02,
             also as there.
         seed: int, seed of the Gumbel noise.
+        gate_first_block: bool. `True` (official, `ada_token_start_layer=0`)
+            gates the patches of the first block too; `False` runs the first
+            block in full, every decision then covering the blocks after it.
+        head_gates_mlp_input: bool. `True` (official): an off head also
+            zeroes its channels of the MLP's input; `dim` must then be
+            divisible by the heads. `False`: an off head only outputs zero.
+        gated_drop_path: bool. `False` (official): drop path skips the blocks
+            with a block gate; `True` applies it to every block.
         **kwargs: base model arguments, such as `name`.
 
     Call arguments:
@@ -96,6 +121,9 @@ class AdaViT(keras.Model):
         block_threshold: float = 0.5,
         gate_bias: float = 0.0,
         seed: int | None = None,
+        gate_first_block: bool = True,
+        head_gates_mlp_input: bool = True,
+        gated_drop_path: bool = False,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -111,14 +139,25 @@ class AdaViT(keras.Model):
         self.block_threshold = block_threshold
         self.gate_bias = gate_bias
         self.seed = seed
+        self.gate_first_block = check_bool("gate_first_block", gate_first_block)
+        self.head_gates_mlp_input = check_bool("head_gates_mlp_input", head_gates_mlp_input)
+        self.gated_drop_path = check_bool("gated_drop_path", gated_drop_path)
         self.stem = keras.Model(backbone.input, self.blocks[0].input, name="stem")
         self.readout = keras.Model(self.blocks[-1].output, backbone.output, name="readout")
         self.num_heads = self.blocks[0].num_heads
+        if self.head_gates_mlp_input:
+            _check_head_channels(self.stem.output.shape[-1], self.num_heads)
+        # The first gated block; decision `i` belongs to block `first_gated + i`.
+        self.first_gated = 0 if self.gate_first_block else 1
+        self.gated_blocks = self.blocks[self.first_gated :]
         self.patch_gates, self.head_gates, self.block_gates = [], [], []
-        for index in range(1, len(self.blocks)):
+        # Made block by block: saved weights are matched in the order the gates are made.
+        for index in range(self.first_gated, len(self.blocks)):
             self.patch_gates.append(
                 self._gate(1, patch_threshold, f"patch_gate_{index}", 3 * index)
             )
+            if index == 0:
+                continue
             self.head_gates.append(
                 self._gate(self.num_heads, head_threshold, f"head_gate_{index}", 3 * index + 1)
             )
@@ -140,15 +179,12 @@ class AdaViT(keras.Model):
     def build(self, input_shape):
         tokens_shape = self.stem.output.shape  # (batch, tokens, dim)
         class_token_shape = (tokens_shape[0], tokens_shape[-1])  # (batch, dim)
-        for patch_gate, head_gate, block_gate in self._gates():
-            shapes = (tokens_shape, class_token_shape, class_token_shape)
-            for gate, shape in zip((patch_gate, head_gate, block_gate), shapes, strict=True):
-                if not gate.built:  # loading a saved model builds them first
-                    gate.build(shape)
+        gates = [(gate, tokens_shape) for gate in self.patch_gates]
+        gates += [(gate, class_token_shape) for gate in self.head_gates + self.block_gates]
+        for gate, shape in gates:
+            if not gate.built:  # loading a saved model builds them first
+                gate.build(shape)
         self.built = True
-
-    def _gates(self):
-        return zip(self.patch_gates, self.head_gates, self.block_gates, strict=True)
 
     def call(
         self,
@@ -163,15 +199,17 @@ class AdaViT(keras.Model):
 
     def _forward(self, images, training, decisions):
         """The masked path: the output and, per key, the gates of each gated block."""
-        x = self.blocks[0](self.stem(images), training=training)  # (batch, tokens, dim)
+        x = self.stem(images)  # (batch, tokens, dim)
+        for block in self.blocks[: self.first_gated]:
+            x = block(x, training=training)
         used = {key: [] for key in DECISION_KEYS}
-        for index, block in enumerate(self.blocks[1:]):
+        for index in range(len(self.gated_blocks)):
             gates = (
                 self.gate_values(index, x, training)
                 if decisions is None
-                else _fixed_gates(decisions, index, x.dtype)
+                else fixed_gates(decisions, index, x.dtype)
             )
-            x = self._gated_block(block, x, gates, training)
+            x = self._gated_block(index, x, gates, training)
             for key in DECISION_KEYS:
                 used[key].append(gates[key])
         return self.readout(x, training=training), used
@@ -181,51 +219,78 @@ class AdaViT(keras.Model):
 
         The patch gate reads the patch tokens after the block's attention
         norm, as the official code's token gate does; the head and block
-        gates read the raw class token.
+        gates read the raw class token. The first block has no head or
+        block gate: its heads and sub-layers are on.
 
         Returns:
             dict with `"patches"` `(batch, L - 1)`, `"heads"` `(batch, heads)`,
             `"attention"` and `"mlp"` `(batch,)`, each 0 or 1.
         """
-        cls = x[:, 0]  # (batch, dim)
-        blocks = self.block_gates[index](cls, training=training)  # (batch, 2)
-        normed = self.blocks[index + 1].attention_norm(x[:, 1:])  # (batch, L - 1, dim)
+        block = self.first_gated + index
+        normed = self.blocks[block].attention_norm(x[:, 1:])  # (batch, L - 1, dim)
         patches = self.patch_gates[index](normed, training=training)  # (batch, L - 1, 1)
+        cls = x[:, 0]  # (batch, dim)
+        if block == 0:
+            heads, blocks = ops.ones_like(cls[:, :1]), ops.ones_like(cls[:, :2])
+            heads = ops.repeat(heads, self.num_heads, axis=1)  # (batch, heads)
+        else:
+            heads = self.head_gates[block - 1](cls, training=training)  # (batch, heads)
+            blocks = self.block_gates[block - 1](cls, training=training)  # (batch, 2)
         return {
             "patches": patches[..., 0],
-            "heads": self.head_gates[index](cls, training=training),  # (batch, heads)
+            "heads": heads,
             "attention": blocks[:, 0],
             "mlp": blocks[:, 1],
         }
 
-    def _gated_block(self, block, x, gates, training):
-        """The block with dropped patches as non-keys and gated residual branches."""
+    def _gated_block(self, index, x, gates, training):
+        """Gated block `index` with dropped patches as non-keys and gated residual branches."""
+        block = self.first_gated + index
         patches = ops.cast(gates["patches"], x.dtype)
         tokens = ops.concatenate([ops.ones_like(patches[:, :1]), patches], axis=1)  # (batch, L)
-        x = block(
+        drop_path = self.gated_drop_path or block == 0  # the official first block has drop path
+        layer = self.blocks[block]
+        attended = layer.attention_branch(
             x,
             mask=tokens > 0.5,  # (batch, L), the tokens other tokens may attend to
             head_mask=gates["heads"],
-            attention_gate=tokens * ops.cast(gates["attention"], x.dtype)[:, None],
-            mlp_gate=tokens * ops.cast(gates["mlp"], x.dtype)[:, None],
             training=training,
+            drop_path=drop_path,
         )  # (batch, L, dim)
+        x = x + (tokens * ops.cast(gates["attention"], x.dtype)[:, None])[..., None] * attended
+        channels = self.mlp_channel_mask(gates["heads"]) if self.head_gates_mlp_input else None
+        mlp = layer.mlp_branch(x, channels, training=training, drop_path=drop_path)
+        x = x + (tokens * ops.cast(gates["mlp"], x.dtype)[:, None])[..., None] * mlp
         # A new tensor without the key mask attached: it holds for this block only.
         return ops.add(x, ops.zeros((), x.dtype))
 
+    def mlp_channel_mask(self, heads: Tensor) -> Tensor:
+        """The MLP input channels of the heads `(batch, heads)` that are on, `(batch, dim)`.
+
+        Channel `c` belongs to head `c // (dim / num_heads)`, as in the
+        official `DynaLinear`.
+        """
+        width = self.stem.output.shape[-1] // self.num_heads
+        return ops.repeat(ops.cast(heads, self.compute_dtype), width, axis=1)  # (batch, dim)
+
     def _usage_loss(self, used):
         usage = {key: ops.cast(ops.stack(used[key], axis=1), "float32") for key in DECISION_KEYS}
-        running = ops.maximum(usage["attention"], usage["mlp"])  # (batch, gated_blocks)
+        patches = usage["patches"]  # (batch, gated_blocks, patches)
+        tokens = ops.concatenate([ops.ones_like(patches[..., :1]), patches], axis=-1)
+        token_usage = ops.mean(tokens)  # the class token is always kept
+        # The head and block usage of the blocks with head and block gates.
+        heads, attention, mlp = (usage[key][:, 1 - self.first_gated :] for key in DECISION_KEYS[1:])
+        running = ops.maximum(attention, mlp)  # (batch, blocks)
         # Head usage counts the blocks that run, as in the official loss.
-        head_usage = ops.sum(usage["heads"] * running[..., None]) / (
+        head_usage = ops.sum(heads * running[..., None]) / (
             ops.sum(running) * self.num_heads + 1e-6
         )
-        block_usage = (ops.mean(usage["attention"]) + ops.mean(usage["mlp"])) / 2.0
+        block_usage = (ops.mean(attention) + ops.mean(mlp)) / 2.0
         patch_target, head_target, block_target = self.target_usage
         return self.usage_loss_weight * (
             ops.abs(head_usage - head_target)
             + ops.abs(block_usage - block_target)
-            + ops.square(ops.mean(usage["patches"]) - patch_target)
+            + ops.square(token_usage - patch_target)
         )
 
     def decide(self, images: Tensor) -> dict[str, np.ndarray]:
@@ -234,14 +299,34 @@ class AdaViT(keras.Model):
         Returns:
             dict with boolean `"patches"` `(batch, gated_blocks, patches)`,
             `"heads"` `(batch, gated_blocks, heads)`, `"attention"` and
-            `"mlp"` `(batch, gated_blocks)`. Block `i + 1` of the backbone
-            uses entry `i`; the first block always runs in full.
+            `"mlp"` `(batch, gated_blocks)`. Entry `i` is block
+            `first_gated + i` of the backbone (`first_gated` is 0, or 1 with
+            `gate_first_block=False`).
         """
         _, used = self._forward(images, training=False, decisions=None)
         return {
             key: np.stack([ops.convert_to_numpy(v) > 0.5 for v in values], axis=1)
             for key, values in used.items()
         }  # each (batch, gated_blocks, ...)
+
+    def usage(self, decisions: Mapping[str, np.ndarray]) -> dict[str, float]:
+        """The keep rate of each kind of decision, over the blocks that have its gate.
+
+        The rates `random_decisions` takes: the first block, which has no
+        head or block gate, does not count for `"heads"`, `"attention"` and
+        `"mlp"`.
+
+        Args:
+            decisions: dict in the layout of `decide`.
+
+        Returns:
+            dict of floats, one per kind.
+        """
+        gated = {key: slice(None) for key in DECISION_KEYS}
+        gated.update(dict.fromkeys(DECISION_KEYS[1:], slice(1 - self.first_gated, None)))
+        return {
+            key: float(np.mean(np.asarray(decisions[key])[:, gated[key]])) for key in DECISION_KEYS
+        }
 
     def random_decisions(
         self, batch: int, usage: float | Mapping[str, float], seed: int | None = None
@@ -255,6 +340,8 @@ class AdaViT(keras.Model):
         over the gated blocks. So every example keeps (almost) the same
         share, and the mean keep rate of each kind is `r` in expectation:
         a random policy of a given usage, or a fixed keep rate to time.
+        The first block, which has no head or block gate, keeps its heads
+        and sub-layers.
 
         Args:
             batch: int, number of examples.
@@ -269,8 +356,8 @@ class AdaViT(keras.Model):
 
         >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=32, num_layers=3)
         >>> patches = AdaViT(vit).random_decisions(4, 0.5, seed=0)["patches"]
-        >>> patches.shape, int(patches[0, 0].sum())  # 8 of 16 patches in each gated block
-        ((4, 2, 16), 8)
+        >>> patches.shape, int(patches[0, 0].sum())  # 8 of 16 patches in each block
+        ((4, 3, 16), 8)
         """
         rates = usage if isinstance(usage, dict) else dict.fromkeys(DECISION_KEYS, usage)
         for key in DECISION_KEYS:
@@ -280,7 +367,7 @@ class AdaViT(keras.Model):
                     f"{DECISION_KEYS}. Received: usage={usage!r}"
                 )
         rng = np.random.default_rng(seed)
-        gated = len(self.blocks) - 1
+        gated = len(self.gated_blocks)
         patches = self.stem.output.shape[1] - 1
         shapes = {
             "patches": (batch, gated, patches),
@@ -288,16 +375,17 @@ class AdaViT(keras.Model):
             "attention": (batch, gated),
             "mlp": (batch, gated),
         }
-        return {key: _random_keep(shapes[key], rates[key], rng) for key in DECISION_KEYS}
+        decisions = {key: random_keep(shapes[key], rates[key], rng) for key in DECISION_KEYS}
+        for key in DECISION_KEYS[1:]:
+            decisions[key][:, : 1 - self.first_gated] = True  # the first block has no such gate
+        return decisions
 
-    def fast_path(self, **kwargs: Any) -> "AdaViTFastPath":
+    def fast_path(self, **kwargs: Any) -> AdaViTFastPath:
         """An `AdaViTFastPath` that skips the work the decisions leave out.
 
         Args:
             **kwargs: its arguments, such as `token_buckets`.
         """
-        from keras_attn.models.adavit_fast_path import AdaViTFastPath
-
         return AdaViTFastPath(self, **kwargs)
 
     def get_config(self):
@@ -313,9 +401,17 @@ class AdaViT(keras.Model):
                 "block_threshold": self.block_threshold,
                 "gate_bias": self.gate_bias,
                 "seed": self.seed,
+                "gate_first_block": self.gate_first_block,
+                "head_gates_mlp_input": self.head_gates_mlp_input,
+                "gated_drop_path": self.gated_drop_path,
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # Models saved before these options keep computing what they did.
+        return cls(**{**_FORMER_BEHAVIOUR, **config})
 
 
 def _check_target_usage(target_usage):
@@ -328,6 +424,15 @@ def _check_target_usage(target_usage):
     return tuple(float(v) for v in values)
 
 
+def _check_head_channels(dim, num_heads):
+    if dim % num_heads:
+        raise ValueError(
+            "`head_gates_mlp_input=True` gives each head `dim / num_heads` MLP input channels: "
+            f"the width must be divisible by the heads. Received: dim={dim} with "
+            f"num_heads={num_heads}"
+        )
+
+
 def _transformer_blocks(backbone):
     if not isinstance(backbone, keras.Model):
         raise ValueError(f"`backbone` must be a keras.Model. Received: backbone={backbone!r}")
@@ -338,157 +443,3 @@ def _transformer_blocks(backbone):
             f"Received: backbone={backbone.name!r} with {len(blocks)} blocks"
         )
     return blocks
-
-
-def _fixed_gates(decisions, index, dtype):
-    return {key: ops.cast(decisions[key][:, index], dtype) for key in DECISION_KEYS}
-
-
-def _random_keep(shape, rate, rng):
-    """Booleans of `shape` keeping `floor(rate·n)` or one more of the `n` along the last axis."""
-    count = rate * shape[-1]
-    kept = np.floor(count) + (rng.random(shape[:-1]) < count - np.floor(count))  # shape[:-1]
-    ranks = np.argsort(rng.random(shape), axis=-1).argsort(axis=-1)  # a random order per row
-    return ranks < kept[..., None]
-
-
-def pretrain_vit(
-    x: np.ndarray,
-    y: np.ndarray,
-    num_classes: int,
-    epochs: int,
-    *,
-    seed: int = 0,
-    batch_size: int = 128,
-    learning_rate: float = 1e-3,
-    **vit: Any,
-) -> keras.Model:
-    """A ViT classifier trained from scratch, the backbone to fine-tune as an `AdaViT`.
-
-    Builds `build_vision_transformer(x.shape[1:], num_classes, **vit)` under
-    `seed` and trains it with Adam, sparse categorical cross-entropy and XLA.
-
-    Args:
-        x: numpy images, `(n, ...)` as the ViT's input.
-        y: integer labels `(n,)`.
-        num_classes: int, the classes of the softmax head.
-        epochs: int, passes over `(x, y)`.
-        seed: int, seed of the weights and the data order.
-        batch_size: int.
-        learning_rate: float, Adam's learning rate.
-        **vit: arguments of `build_vision_transformer`, such as `patch_size`.
-
-    Returns:
-        The trained functional ViT.
-
-    Example:
-
-    >>> x, y = np.zeros((8, 28, 28), "float32"), np.zeros(8, "int32")
-    >>> vit = pretrain_vit(x, y, 10, epochs=2, batch_size=4, patch_size=7, hidden_dim=16,
-    ...                    num_layers=2)
-    >>> vit.output.shape, int(vit.optimizer.iterations)  # 2 epochs of 2 batches
-    ((None, 10), 4)
-    """
-    keras.utils.set_random_seed(seed)
-    vit_model = build_vision_transformer(x.shape[1:], num_classes, **vit)
-    return _fit(vit_model, x, y, epochs, batch_size, learning_rate)
-
-
-def finetune_adavit(
-    vit: keras.Model,
-    x: np.ndarray,
-    y: np.ndarray,
-    target_usage: float | Sequence[float],
-    epochs: int,
-    *,
-    seed: int = 0,
-    batch_size: int = 128,
-    learning_rate: float = 1e-3,
-    **adavit: Any,
-) -> AdaViT:
-    """An `AdaViT` on a copy of `vit`, gates and backbone fine-tuned at a usage target.
-
-    `vit` itself is left unchanged: the AdaViT wraps a clone with its
-    weights. Trained with Adam, sparse categorical cross-entropy plus the
-    usage loss, and XLA.
-
-    Args:
-        vit: a trained functional ViT, such as `pretrain_vit` returns.
-        x: numpy images.
-        y: integer labels `(n,)`.
-        target_usage: float γ in `(0, 1]`, or a `(patches, heads, blocks)`
-            tuple of three.
-        epochs: int, passes over `(x, y)`.
-        seed: int, seed of the gates, the Gumbel noise and the data order.
-        batch_size: int.
-        learning_rate: float, Adam's learning rate.
-        **adavit: further `AdaViT` arguments, such as `gate_bias`.
-
-    Returns:
-        The fine-tuned `AdaViT`, compiled with `jit_compile=True`.
-    """
-    keras.utils.set_random_seed(seed)
-    backbone = keras.models.clone_model(vit)
-    backbone.set_weights(vit.get_weights())
-    model = AdaViT(backbone, target_usage=target_usage, seed=seed, **adavit)
-    model.build(x.shape)  # its gates, so that the optimizer can be built before `fit`
-    return _fit(model, x, y, epochs, batch_size, learning_rate)
-
-
-def finetune_vit(
-    vit: keras.Model,
-    x: np.ndarray,
-    y: np.ndarray,
-    epochs: int,
-    *,
-    seed: int = 0,
-    batch_size: int = 128,
-    learning_rate: float = 1e-3,
-) -> keras.Model:
-    """A copy of `vit` trained further, the full-model baseline of a fine-tuned `AdaViT`.
-
-    The same recipe as `finetune_adavit` without gates or usage loss:
-    pretraining plus this fine-tuning gives the full ViT the same training
-    budget as the AdaViT fine-tuned from the same pretrained `vit`, which is
-    left unchanged.
-
-    Args:
-        vit: a trained functional ViT, such as `pretrain_vit` returns.
-        x: numpy images.
-        y: integer labels `(n,)`.
-        epochs: int, passes over `(x, y)`.
-        seed: int, seed of the data order.
-        batch_size: int.
-        learning_rate: float, Adam's learning rate.
-
-    Returns:
-        The trained copy, compiled with `jit_compile=True`.
-
-    Example:
-
-    >>> x, y = np.zeros((8, 28, 28), "float32"), np.zeros(8, "int32")
-    >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=16, num_layers=2)
-    >>> before = vit.get_weights()
-    >>> full = finetune_vit(vit, x, y, epochs=2, batch_size=4)
-    >>> full is not vit, int(full.optimizer.iterations)  # 2 epochs of 2 batches
-    (True, 4)
-    >>> same = [np.array_equal(a, b) for a, b in zip(before, vit.get_weights())]
-    >>> all(same), all(np.array_equal(a, b) for a, b in zip(before, full.get_weights()))
-    (True, False)
-    """
-    keras.utils.set_random_seed(seed)
-    copy = keras.models.clone_model(vit)
-    copy.set_weights(vit.get_weights())
-    return _fit(copy, x, y, epochs, batch_size, learning_rate)
-
-
-def _fit(model, x, y, epochs, batch_size, learning_rate):
-    model.compile(
-        keras.optimizers.Adam(learning_rate),
-        "sparse_categorical_crossentropy",
-        metrics=["accuracy"],
-        jit_compile=True,
-    )
-    build_optimizer(model)
-    model.fit(x, y, epochs=epochs, batch_size=batch_size, verbose=0)
-    return model

@@ -1,0 +1,21 @@
+"""AdaViT (Meng et al., CVPR 2022): the model, its decisions, its fast path and its training.
+
+AdaViT: Adaptive Vision Transformers for Efficient Image Recognition,
+https://arxiv.org/abs/2111.15668.
+"""
+
+from keras_attn.models.adavit.decisions import DECISION_KEYS
+from keras_attn.models.adavit.fast_path import AdaViTFastPath, FastPathResult, xla_function
+from keras_attn.models.adavit.model import AdaViT
+from keras_attn.models.adavit.training import finetune_adavit, finetune_vit, pretrain_vit
+
+__all__ = [
+    "DECISION_KEYS",
+    "AdaViT",
+    "AdaViTFastPath",
+    "FastPathResult",
+    "finetune_adavit",
+    "finetune_vit",
+    "pretrain_vit",
+    "xla_function",
+]

@@ -1,0 +1,503 @@
+"""AdaViT inference that really skips work, in `keras.ops` (Meng et al., CVPR 2022).
+
+AdaViT: Adaptive Vision Transformers for Efficient Image Recognition,
+https://arxiv.org/abs/2111.15668. The official code only multiplies by the
+decisions, so it is no faster than the full model. This path gathers the
+kept tokens to a static capacity, slices the attention kernels to the kept
+heads and skips the sub-layers that are off, inside one XLA-compilable
+function, so that the saved work shows in the wall-clock time at any
+batch size.
+"""
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_attn._typing import Tensor
+from keras_attn.models.adavit.decisions import DECISION_KEYS
+from keras_attn.utils.macs import count_macs, layer_macs
+from keras_attn.utils.validation import check_int, check_optional_int
+
+if TYPE_CHECKING:  # the model imports this module, not the other way round
+    from keras_attn.models.adavit.model import AdaViT
+
+
+@dataclasses.dataclass
+class FastPathResult:
+    """What `AdaViTFastPath.run` returns.
+
+    Attributes:
+        outputs: `(batch, classes)` numpy outputs of the model.
+        decisions: the decisions used, as returned by `AdaViT.decide`.
+        macs: `(batch,)` int64 multiply-accumulates of each example.
+    """
+
+    outputs: np.ndarray
+    decisions: dict
+    macs: np.ndarray
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class AdaViTFastPath(keras.Model):
+    """Inference of an `AdaViT` that computes only what its decisions keep.
+
+    Per gated block and sub-layer (attention, then MLP), the examples are
+    sorted by their kept-token count (0 where the sub-layer is off) and
+    split into groups of `group_size`. Each group runs one branch of a
+    switch, chosen by its largest kept count: the kept tokens, class token
+    included, are gathered to the smallest bucket capacity that holds
+    them, `(group, capacity, dim)`, and for the attention the query, key,
+    value and output kernels are gathered per example to its kept heads,
+    padded to the group's head-count bucket. A group whose sub-layer is off
+    everywhere takes the empty branch. The result is scattered back;
+    dropped tokens pass unchanged. Every shape is static, so the call
+    compiles with XLA (one conditional per group, only the chosen branch
+    runs) and exports as a SavedModel. The outputs equal the masked path's
+    (`AdaViT.__call__`) up to float rounding.
+
+    The layers and weights are the model's own, not copies. The blocks run
+    through `TransformerBlock.attention_branch` and `mlp_branch`, the
+    attention through the core's `attend_heads`, so every option of the
+    core (`qk_scale`, log-length scale, additive mask, causal pattern) is
+    honoured; a sparse pattern or another attention raises a `ValueError`
+    when the path is first called. Float32 compute.
+
+    Args:
+        model: a built `AdaViT`.
+        token_buckets: int, number of token capacities, spread evenly up to
+            all tokens.
+        head_buckets: int, number of head capacities, spread evenly up to
+            all heads; defaults to one per head count up to 4.
+        group_size: int, examples per group.
+        **kwargs: base model arguments, such as `name`.
+
+    Call arguments:
+        images: the backbone's input.
+        decisions: optional fixed decisions (see `AdaViT.decide`); by
+            default the gates decide, as in the masked path.
+        return_decisions: bool, also return the decisions used.
+        training: ignored; the fast path is for inference only.
+
+    Returns:
+        The outputs, or `(outputs, decisions)` with `return_decisions`.
+
+    Example:
+
+    >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=32, num_layers=3)
+    >>> model = AdaViT(vit)
+    >>> _ = model(np.zeros((1, 28, 28), "float32"))  # builds the gates
+    >>> fast = model.fast_path(token_buckets=2, head_buckets=2)  # few shapes: quick to compile
+    >>> result = fast.run(np.zeros((2, 28, 28), "float32"))
+    >>> result.outputs.shape, result.macs.shape
+    ((2, 10), (2,))
+
+    References:
+        - [Meng et al., 2022](https://arxiv.org/abs/2111.15668)
+    """
+
+    def __init__(
+        self,
+        model: "AdaViT",
+        token_buckets: int = 4,
+        head_buckets: int | None = None,
+        group_size: int = 8,
+        **kwargs: Any,
+    ):
+        super().__init__(**kwargs)
+        if not getattr(model, "built", False):
+            raise ValueError("`model` must be built. Received: model with built=False")
+        token_buckets = check_int("token_buckets", token_buckets)
+        group_size = check_int("group_size", group_size)
+        head_buckets = check_optional_int("head_buckets", head_buckets)
+        self.model = model
+        self.group_size = group_size
+        self.tokens = model.stem.output.shape[1]
+        heads = model.num_heads
+        self.token_capacities = _capacities(self.tokens, token_buckets)
+        self.head_capacities = _capacities(heads, head_buckets or min(heads, 4))
+        self._block_macs = [_block_macs_by_tokens(b, self.tokens) for b in model.gated_blocks]
+        self._compiled = {}
+        self.built = True  # every layer is the built model's
+
+    def call(
+        self,
+        images: Tensor,
+        decisions: Mapping[str, Tensor] | None = None,
+        return_decisions: bool = False,
+        training: bool | None = None,
+    ) -> Tensor | tuple[Tensor, dict[str, Tensor]]:
+        batch = ops.shape(images)[0]
+        size = self.group_size if not isinstance(batch, int) else min(self.group_size, batch)
+        groups = (batch + size - 1) // size
+        padded = _pad_batch(images, groups * size)  # (groups * size, ...)
+        real = ops.arange(0, groups * size) < batch  # (padded,), the real examples
+        model = self.model
+        x = model.stem(padded)  # (padded, L, dim)
+        for block in model.blocks[: model.first_gated]:
+            x = block(x)
+        used = {key: [] for key in DECISION_KEYS}
+        for index, block in enumerate(model.gated_blocks):
+            if decisions is None:
+                gates = model.gate_values(index, x, training=False)
+            else:
+                gates = {
+                    key: _pad_batch(ops.cast(decisions[key][:, index], x.dtype), groups * size)
+                    for key in used
+                }
+            gates = {key: _off_outside(value, real) for key, value in gates.items()}
+            x = self._block(block, x, gates, groups, size)
+            for key in DECISION_KEYS:
+                used[key].append(gates[key][:batch])
+        outputs = model.readout(x)[:batch]
+        if not return_decisions:
+            return outputs
+        return outputs, {key: ops.stack(values, axis=1) > 0.5 for key, values in used.items()}
+
+    def _block(self, block, x, gates, groups, size):
+        patches = ops.cast(gates["patches"], x.dtype)
+        tokens = ops.concatenate([ops.ones_like(patches[:, :1]), patches], axis=1)  # (b, L)
+        heads = ops.cast(gates["heads"], x.dtype)  # (b, heads)
+        kept = ops.sum(tokens, axis=1)  # (b,)
+        attention = self._attention_branches(block)
+        on = ops.cast(gates["attention"], x.dtype)
+        x = _grouped(attention, x, (tokens, heads, on), kept * on, groups, size, self._pick(True))
+        on = ops.cast(gates["mlp"], x.dtype)
+        mlp = self._mlp_branches(block)  # an off head's MLP input channels are zero
+        return _grouped(mlp, x, (tokens, heads, on), kept * on, groups, size, self._pick(False))
+
+    def _pick(self, with_heads):
+        """The branch of a group from its sorted keys and operands."""
+        token_capacities = np.array(self.token_capacities)
+        head_capacities = np.array(self.head_capacities)
+
+        def pick(keys, operands):
+            largest = ops.max(keys)  # the group's largest kept count, 0 when off
+            bucket = ops.sum(ops.cast(ops.less(token_capacities, largest), "int32"))
+            if not with_heads:
+                return ops.where(largest > 0, 1 + bucket, 0)
+            _, group_heads, on = operands
+            most = ops.maximum(ops.max(ops.sum(group_heads, axis=1) * on), 1.0)
+            head_bucket = ops.sum(ops.cast(ops.less(head_capacities, most), "int32"))
+            return ops.where(largest > 0, 1 + bucket * len(head_capacities) + head_bucket, 0)
+
+        return pick
+
+    def _attention_branches(self, block):
+        branches = [_unchanged]
+        for capacity in self.token_capacities:
+            for head_capacity in self.head_capacities:
+                branches.append(_attention_branch(block, capacity, head_capacity))
+        return branches
+
+    def _mlp_branches(self, block):
+        mask = self.model.mlp_channel_mask if self.model.head_gates_mlp_input else None
+        return [_unchanged] + [_mlp_branch(block, c, mask) for c in self.token_capacities]
+
+    def run(
+        self,
+        images: np.ndarray,
+        decisions: Mapping[str, np.ndarray] | None = None,
+        batch_size: int | None = None,
+    ) -> FastPathResult:
+        """Runs the XLA-compiled fast path on numpy inputs.
+
+        Args:
+            images: numpy batch of the backbone's input.
+            decisions: optional fixed decisions (see `AdaViT.decide`).
+            batch_size: optional int. Runs the images in batches of this
+                size, the last one padded with zeros, so that one compiled
+                function serves any number of images; by default all images
+                form one batch (one compilation per batch size).
+
+        Returns:
+            A `FastPathResult`.
+        """
+        batch_size = len(images) if batch_size is None else batch_size
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(
+                f"`batch_size` must be a positive int. Received: batch_size={batch_size!r}"
+            )
+        compiled = self.compiled_function(fixed_decisions=decisions is not None)
+        batches = _padded_batches(images, decisions, batch_size)
+        parts = [compiled(*arguments) for arguments in batches]
+        outputs = np.concatenate([part[0] for part in parts])[: len(images)]
+        used = {
+            k: np.concatenate([part[1][k] for part in parts])[: len(images)].astype(bool)
+            for k in DECISION_KEYS
+        }
+        return FastPathResult(outputs, used, self.macs(used))
+
+    def compiled_function(
+        self, fixed_decisions: bool = False
+    ) -> Callable[..., tuple[np.ndarray, dict[str, np.ndarray]]]:
+        """The XLA-compiled call that `run` uses, made once and cached.
+
+        Args:
+            fixed_decisions: bool; `True` gives the function of
+                `(images, decisions)`, decisions as float32 arrays in the
+                layout of `AdaViT.decide`; `False` lets the gates decide.
+
+        Returns:
+            A function of numpy inputs returning `(outputs, decisions)` as
+            numpy arrays (see `xla_function`); one compilation per batch
+            size.
+        """
+        if fixed_decisions not in self._compiled:
+            self._compiled[fixed_decisions] = xla_function(
+                self, return_decisions=True, with_decisions=fixed_decisions
+            )
+        return self._compiled[fixed_decisions]
+
+    def macs(self, decisions: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Multiply-accumulates of each example under `decisions`.
+
+        Counted with `keras_attn.utils.macs`: the backbone outside the gated
+        blocks, the gates, and per gated block the attention on the kept
+        tokens and heads (when on) and the MLP on the kept tokens (when on).
+
+        Args:
+            decisions: dict as returned by `AdaViT.decide`.
+
+        Returns:
+            `(batch,)` int64.
+        """
+        kept = 1 + np.sum(decisions["patches"], axis=-1)  # (batch, gated_blocks)
+        heads = np.sum(decisions["heads"], axis=-1)  # (batch, gated_blocks)
+        total = np.full(kept.shape[0], self.fixed_macs(), "int64")
+        for index, (attention, mlp) in enumerate(self._block_macs):  # (L + 1,) each
+            n = kept[:, index]
+            per_head = attention[n] // self.model.num_heads
+            total += per_head * heads[:, index] * decisions["attention"][:, index]
+            total += mlp[n] * decisions["mlp"][:, index]
+        return total
+
+    def fixed_macs(self) -> int:
+        """MACs that every example spends: stem, ungated first block, readout and gates."""
+        model = self.model
+        dim = model.stem.output.shape[-1]
+        gates = len(model.patch_gates) * (self.tokens - 1) * dim
+        gates += len(model.head_gates) * dim * (model.num_heads + 2)
+        gated = sum(layer_macs(block, (1, self.tokens, dim)) for block in model.gated_blocks)
+        return count_macs(model.backbone) - gated + gates
+
+    def full_macs(self) -> int:
+        """Multiply-accumulates of one example through the backbone alone."""
+        return count_macs(self.model.backbone)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "model": keras.saving.serialize_keras_object(self.model),
+                "token_buckets": len(self.token_capacities),
+                "head_buckets": len(self.head_capacities),
+                "group_size": self.group_size,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config["model"] = keras.saving.deserialize_keras_object(config["model"])
+        return cls(**config)
+
+
+def xla_function(model, **call_kwargs):
+    """`model`'s inference as one XLA-compiled function of numpy inputs.
+
+    TensorFlow: a `tf.function` with `jit_compile=True`; JAX: `jax.jit` of
+    `model.stateless_call`. `with_decisions=True` makes the second argument
+    the dict of decisions. Returns numpy arrays (nested like the outputs).
+
+    Args:
+        model: a built Keras model.
+        **call_kwargs: further arguments of the call, such as
+            `return_decisions=True`.
+
+    Returns:
+        A function `fn(images[, decisions])`.
+    """
+    with_decisions = call_kwargs.pop("with_decisions", False)
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        def forward(images, *decisions):  # `decisions`: empty, or the dict
+            kwargs = dict(call_kwargs, training=False)
+            if with_decisions:
+                kwargs["decisions"] = decisions[0]
+            return model(images, **kwargs)
+
+        compiled = tf.function(forward, jit_compile=True)
+
+        def run(*args):
+            return keras.tree.map_structure(np.asarray, compiled(*args))
+
+        run.compiled = compiled
+        return run
+    if backend == "jax":
+        import jax
+
+        trainable = [v.value for v in model.trainable_variables]
+        frozen = [v.value for v in model.non_trainable_variables]
+
+        def stateless(trainable, frozen, images, *decisions):
+            kwargs = dict(call_kwargs, training=False)
+            if with_decisions:
+                kwargs["decisions"] = decisions[0]
+            return model.stateless_call(trainable, frozen, images, **kwargs)[0]
+
+        compiled = jax.jit(stateless)
+        return lambda *args: keras.tree.map_structure(
+            np.asarray, compiled(trainable, frozen, *args)
+        )
+    raise ValueError(
+        f"XLA inference needs the tensorflow or jax backend. Received: backend={backend!r}"
+    )
+
+
+def _grouped(branches, x, operands, keys, groups, size, pick):
+    """Runs `branches[pick(...)]` on each group of `size` examples sorted by `keys`."""
+    if isinstance(groups, int) and groups == 1:  # a static batch of one group: no sort, no loop
+        return ops.switch(pick(keys, operands), branches, x, *operands)  # (b, L, dim)
+    order = ops.argsort(-keys)  # (b,), largest kept count first
+    sorted_x = ops.take(x, order, axis=0)  # (b, L, dim)
+    sorted_ops = tuple(ops.take(o, order, axis=0) for o in operands)
+    sorted_keys = ops.take(keys, order, axis=0)  # (b,)
+    length, dim = x.shape[1], x.shape[2]
+
+    def body(group, result):
+        start = ops.cast(group, "int32") * size
+        chunk = ops.slice(sorted_x, _at(start, 3), (size, length, dim))  # (size, L, dim)
+        chunk_ops = tuple(
+            ops.slice(o, _at(start, len(o.shape)), (size, *o.shape[1:])) for o in sorted_ops
+        )
+        chunk_keys = ops.slice(sorted_keys, _at(start, 1), (size,))  # (size,)
+        index = pick(chunk_keys, chunk_ops)
+        updated = ops.switch(index, branches, chunk, *chunk_ops)  # (size, L, dim)
+        return ops.slice_update(result, _at(start, 3), updated)
+
+    result = ops.fori_loop(0, groups, body, sorted_x)  # (b, L, dim)
+    return ops.take(result, ops.argsort(order), axis=0)  # back to the input order
+
+
+def _at(start, rank):
+    """Start indices `(start, 0, ...)` of a slice along the batch axis, int32."""
+    return ops.concatenate([ops.reshape(start, (1,)), ops.zeros((rank - 1,), "int32")])
+
+
+def _unchanged(x, tokens, heads, on):
+    return x
+
+
+def _gather_tokens(x, tokens, capacity):
+    """The kept tokens first, in their order: `(g, capacity)` indices, validity and values.
+
+    The values are `(g, capacity, dim)`. Kept tokens keep their order, so a
+    causal pattern sees the same past.
+    """
+    length = tokens.shape[1]
+    order = tokens * length - ops.arange(0, length, dtype=tokens.dtype)  # (g, L), all distinct
+    indices = ops.argsort(-order, axis=-1)[:, :capacity]  # (g, capacity)
+    validity = ops.take_along_axis(tokens, indices, axis=1)
+    gathered = ops.take_along_axis(x, indices[..., None], axis=1)  # (g, capacity, dim)
+    return indices, validity, gathered
+
+
+def _largest(values, k):
+    """Indices and values of the `k` largest 0/1 `values` `(g, n)` per row.
+
+    A sort rather than `ops.top_k`, whose JAX lowering TensorFlow's
+    SavedModel loader cannot read yet.
+    """
+    indices = ops.argsort(-values, axis=-1)[:, :k]  # (g, k)
+    return indices, ops.take_along_axis(values, indices, axis=1)
+
+
+def _scatter_tokens(x, indices, values):
+    """`x` `(g, L, dim)` with the rows `indices` `(g, c)` of each example set to `values`."""
+    groups, length, dim = x.shape
+    flat = ops.reshape(x, (groups * length, dim))  # (g * L, dim)
+    rows = ops.arange(0, groups)[:, None] * length + ops.cast(indices, "int32")  # (g, c)
+    rows = ops.reshape(rows, (-1, 1))  # (g * c, 1)
+    flat = ops.scatter_update(flat, rows, ops.reshape(values, (-1, dim)))
+    return ops.reshape(flat, (groups, length, dim))  # (g, L, dim)
+
+
+def _attention_branch(block, capacity, head_capacity):
+    def branch(x, tokens, heads, on):
+        indices, validity, gathered = _gather_tokens(x, tokens, capacity)
+        head_indices, head_validity = _largest(heads, head_capacity)  # (g, h) each
+        update = block.attention_branch(
+            gathered,
+            mask=validity > 0.5,  # (g, c), the gathered tokens that are kept
+            head_mask=head_validity,
+            heads=head_indices,
+            drop_path=False,
+        )  # (g, c, dim)
+        gate = (validity * on[:, None])[..., None]  # (g, c, 1)
+        return _scatter_tokens(x, indices, gathered + gate * update)
+
+    return branch
+
+
+def _mlp_branch(block, capacity, channel_mask):
+    def branch(x, tokens, heads, on):
+        indices, validity, gathered = _gather_tokens(x, tokens, capacity)
+        channels = None if channel_mask is None else channel_mask(heads)  # (g, dim)
+        update = block.mlp_branch(gathered, channels, drop_path=False)  # (g, c, dim)
+        gate = (validity * on[:, None])[..., None]  # (g, c, 1)
+        return _scatter_tokens(x, indices, gathered + gate * update)
+
+    return branch
+
+
+def _pad_batch(x, size):
+    """`x` padded with zeros along the batch axis to `size` rows."""
+    filler = ops.zeros((size, *x.shape[1:]), x.dtype)
+    return ops.concatenate([x, filler], axis=0)[:size]
+
+
+def _off_outside(gate, real):
+    """Decisions forced off for the padding examples."""
+    real = ops.cast(real, gate.dtype)
+    return gate * ops.reshape(real, (-1,) + (1,) * (len(gate.shape) - 1))
+
+
+def _capacities(total, buckets):
+    return sorted(
+        {max(1, math.ceil(total * k / min(buckets, total))) for k in range(1, buckets + 1)}
+    )
+
+
+def _block_macs_by_tokens(block, tokens):
+    """Attention and MLP MACs of `block` on 0..`tokens` tokens, two `(tokens + 1,)` arrays."""
+    dim = block.attention_norm.gamma.shape[0]
+    attention = [layer_macs(block.attention, (1, n, dim)) for n in range(tokens + 1)]
+    whole = [layer_macs(block, (1, n, dim)) for n in range(tokens + 1)]
+    attention = np.array(attention, "int64")
+    return attention, np.array(whole, "int64") - attention
+
+
+def _padded_batches(images, decisions, batch_size):
+    """The call arguments of each batch: `(images,)` or `(images, decisions)`, zero-padded."""
+    for start in range(0, len(images), batch_size):
+        window = slice(start, start + batch_size)
+        padded = (_pad_rows(images[window], batch_size),)
+        if decisions is not None:
+            chunk = {
+                k: _pad_rows(np.asarray(v[window], "float32"), batch_size)
+                for k, v in decisions.items()
+            }
+            padded += (chunk,)
+        yield padded
+
+
+def _pad_rows(x, size):
+    """`x` with zero rows appended up to `size` rows."""
+    return np.concatenate([x, np.zeros((size - len(x), *x.shape[1:]), x.dtype)])
