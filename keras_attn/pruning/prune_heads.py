@@ -26,8 +26,8 @@ def prune_heads(model: keras.Model, heads: Mapping[str, Iterable[int]]) -> keras
     `keras.layers.MultiHeadAttention`) that are layers of a functional model
     or the attention of a `TransformerBlock` layer of it (as in
     `build_bert_encoder`, `build_vision_transformer` and `build_t2t_vit`),
-    also inside a functional model nested in the model (an encoder called by
-    a classifier), which is then pruned the same way. A block is rebuilt
+    also inside a functional or `Sequential` model nested in the model (an
+    encoder called by a classifier), which is then pruned the same way. A block is rebuilt
     around the smaller attention. A `head_mask` passed to a pruned layer or
     block keeps the entries of the kept heads.
 
@@ -39,7 +39,7 @@ def prune_heads(model: keras.Model, heads: Mapping[str, Iterable[int]]) -> keras
     instead (`head_mask_array`, or `keras_attn.interop.gate_heads`).
 
     Args:
-        model: a functional `keras.Model`.
+        model: a functional `keras.Model` or a `keras.Sequential` model.
         heads: dict `attention layer name -> iterable of head indices to
             remove`, named as `attention_layers(model)` names them (for
             example `"layer_0/attention"` in a block named `layer_0`, or
@@ -48,7 +48,8 @@ def prune_heads(model: keras.Model, heads: Mapping[str, Iterable[int]]) -> keras
             `select_heads` to choose.
 
     Returns:
-        A new functional `keras.Model` with the same inputs and outputs.
+        A new model of the same kind (functional or `Sequential`) with the
+        same inputs and outputs.
 
     Example:
 
@@ -62,13 +63,17 @@ def prune_heads(model: keras.Model, heads: Mapping[str, Iterable[int]]) -> keras
     """
     if not _is_functional(model):
         raise ValueError(
-            f"`model` must be a functional keras.Model. Received: model={type(model).__name__}"
+            "`model` must be a functional keras.Model or a keras.Sequential model. "
+            f"Received: model={type(model).__name__}"
         )
     return _prune(model, _kept_heads(model, heads))
 
 
 def _is_functional(model):
-    return isinstance(model, keras.Model) and hasattr(model, "_nodes_by_depth")
+    """A functional or `Sequential` model: one `clone_model` can rebuild layer by layer."""
+    return isinstance(model, keras.Sequential) or (
+        isinstance(model, keras.Model) and hasattr(model, "_nodes_by_depth")
+    )
 
 
 def _prune(model, kept):
@@ -92,7 +97,9 @@ def _prune(model, kept):
             kwargs["head_mask"] = ops.take(kwargs["head_mask"], kept[layer.name], axis=-1)
         return layer(*args, **kwargs)
 
-    pruned = keras.models.clone_model(model, clone_function=clone_layer, call_function=call_layer)
+    # A Sequential model passes no head mask, and `clone_model` takes no `call_function` for it.
+    call = None if isinstance(model, keras.Sequential) else call_layer
+    pruned = keras.models.clone_model(model, clone_function=clone_layer, call_function=call)
     for layer in pruned.layers:
         if layer.weights and not isinstance(kept.get(layer.name), dict):
             _copy_weights(model.get_layer(layer.name), layer, kept.get(layer.name))
@@ -109,8 +116,8 @@ def _kept_heads(model, heads):
             if name in found:
                 raise ValueError(
                     f"`prune_heads` cannot rebuild the attention layer {name!r} with fewer "
-                    "heads: it must be a layer of a functional model (nested ones included) "
-                    f"or the attention of a TransformerBlock layer, not of a "
+                    "heads: it must be a layer of a functional or Sequential model (nested ones "
+                    "included) or the attention of a TransformerBlock layer, not of a "
                     f"{type(_owner_of(model, name)).__name__}. Mask its heads instead. "
                     f"Received: heads with {name!r}"
                 )

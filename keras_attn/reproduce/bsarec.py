@@ -285,6 +285,9 @@ def train_run(spec, config, state):
         # Training and validation together, per training sequence.
         "sequences_per_s": fitted["epochs_run"] * len(split.train_targets) / fitted["seconds"],
         "load_average_at_start": load_at_start,
+        # Where it trained: a search run may run on a GPU.
+        "devices": keras.distribution.list_devices(),
+        "backend": keras.backend.backend(),
         "train_samples": len(split.train_targets),
     }
     text = json.dumps(result, indent=1)

@@ -7,6 +7,7 @@ import tensorflow as tf
 from keras_attn.layers import ConvolutionalSelfAttention, MultiHeadSelfAttention, TransformerBlock
 from keras_attn.models import build_bert_encoder, build_t2t_vit, build_vision_transformer
 from keras_attn.pruning import attention_layers, prune_heads
+from keras_attn.utils import gate_heads
 
 HEADS = {"layer_0/attention": [0, 2], "layer_1/attention": [1, 2, 3]}
 ROWS = {"layer_0/attention": 0, "layer_1/attention": 1}
@@ -229,3 +230,24 @@ def test_keras_attention_layers_of_a_keras_hub_backbone_are_refused_by_name():
         ValueError, match=f"cannot rebuild the attention layer '{name}'.*TransformerEncoder"
     ):
         prune_heads(backbone, {name: [0]})
+
+
+@pytest.mark.backend_agnostic
+def test_sequential_blocks_nested_in_a_functional_model_are_pruned():
+    keras.utils.set_random_seed(13)
+    blocks = [TransformerBlock(4, 16, name=f"block_{i}") for i in range(2)]
+    stack = keras.Sequential([keras.Input((5, 8)), *blocks], name="stack")
+    x = keras.Input((5, 8))
+    model = keras.Model(x, keras.layers.Dense(2, name="logits")(stack(x)))
+    pruned = prune_heads(model, {"stack/block_1/attention": [0, 3]})
+    nested = pruned.get_layer("stack")
+    assert isinstance(nested, keras.Sequential)
+    assert [nested.get_layer(f"block_{i}").attention.num_heads for i in range(2)] == [4, 2]
+    inputs = np.random.default_rng(14).normal(size=(2, 5, 8)).astype("float32")
+    mask = np.array([0.0, 1.0, 1.0, 0.0], "float32")
+    with gate_heads({"block_1": blocks[1].attention}, lambda name, ones: ones * mask[:, None]):
+        expected = keras.ops.convert_to_numpy(model(inputs))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(pruned(inputs)), expected, atol=1e-5)
+    alone = prune_heads(stack, {"block_0/attention": [1]})
+    assert isinstance(alone, keras.Sequential)
+    assert alone.get_layer("block_0").attention.num_heads == 3
