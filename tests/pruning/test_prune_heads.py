@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_attn.interop import gate_heads
 from keras_attn.layers import ConvolutionalSelfAttention, MultiHeadSelfAttention, TransformerBlock
 from keras_attn.models import build_bert_encoder, build_t2t_vit, build_vision_transformer
 from keras_attn.pruning import attention_layers, prune_heads
-from keras_attn.utils import gate_heads
 
 HEADS = {"layer_0/attention": [0, 2], "layer_1/attention": [1, 2, 3]}
 ROWS = {"layer_0/attention": 0, "layer_1/attention": 1}
