@@ -9,6 +9,7 @@ ends with `finish`, whose return value is what its `run(args)` returns.
 import numpy as np
 
 from keras_attn.utils.results import finish_run, is_small_run
+from keras_attn.utils.validation import int_option
 
 SETTING_NAMES = ("small", "fast", "full")
 
@@ -106,3 +107,17 @@ def standardized_subsets(splits, train_size, test_size):
     x_test = x_test[:test_size].astype("float32") / 255.0
     mean, std = x_train.mean(), x_train.std()
     return (x_train - mean) / std, y_train[:train_size], (x_test - mean) / std, y_test[:test_size]
+
+
+def add_seeds_argument(parser, default_note="overrides the setting"):
+    """Adds the reproductions' `--seeds N` option: runs seeds `0..N-1`.
+
+    Args:
+        parser: the reproduction's `argparse` parser.
+        default_note: what the help says about the default.
+    """
+    parser.add_argument(
+        "--seeds",
+        type=int_option(),
+        help=f"Number of seeds N: runs seeds 0..N-1 ({default_note}).",
+    )
