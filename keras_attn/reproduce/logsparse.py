@@ -111,20 +111,17 @@ SETTINGS = {
 
 
 def add_arguments(parser):
-    parser.add_argument(
-        "--datasets",
-        nargs="+",
-        choices=sorted(TEST_START),
-        default=None,
-        help="hourly series to forecast (default: the setting's)",
-    )
-    parser.add_argument(
-        "--models",
-        nargs="+",
-        choices=sorted(MODELS),
-        default=None,
-        help="models of the same-window comparison (default: the setting's)",
-    )
+    for name, choices, what in (
+        ("datasets", TEST_START, "hourly series to forecast"),
+        ("models", MODELS, "models of the same-window comparison"),
+    ):
+        parser.add_argument(
+            f"--{name}",
+            nargs="+",
+            choices=sorted(choices),
+            default=None,
+            help=f"{what} (default: the setting's)",
+        )
     parser.add_argument(
         "--comparison",
         choices=COMPARISONS,
