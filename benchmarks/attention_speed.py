@@ -125,10 +125,9 @@ def run_backend(backend, args):
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
     result = subprocess.run(command, env=env, capture_output=True, text=True)
-    print(result.stdout, end="", flush=True)
-    found = [
-        json.loads(line[5:]) for line in result.stdout.splitlines() if line.startswith("ROWS ")
-    ]
+    lines = result.stdout.splitlines()
+    print("".join(f"{line}\n" for line in lines if not line.startswith("ROWS ")), end="")
+    found = [json.loads(line[5:]) for line in lines if line.startswith("ROWS ")]
     if result.returncode or not found:
         error = (result.stderr.strip().splitlines() or [f"exit code {result.returncode}"])[-1]
         return [{"backend": backend, "error": error[:200]}]

@@ -238,7 +238,7 @@ def test_a_retired_keyword_still_works_with_a_deprecation_warning(name):
     with pytest.warns(DeprecationWarning, match=f"`{old}` is deprecated.*`{new}`"):
         assert build(**{old: value}) == value
     assert build(**{new: value}) == value
-    with pytest.raises(ValueError, match=f"pass only `{new}`. Received: {old}="):
+    with pytest.raises(ValueError, match=f"give only `{new}`. Received: {old}="):
         build(**{old: value, new: value})
 
 

@@ -213,14 +213,9 @@ def _plan_one(
 
     from keras_attn.models.logsparse_forecaster import forecaster_attention
 
+    key_dim = hidden_dim // num_heads
     layer = forecaster_attention(
-        attention,
-        hidden_dim // num_heads,
-        num_heads=num_heads,
-        variant=variant,
-        local_window=local_window,
-        subsequence_length=None,
-        kernel_size=kernel_size,
+        attention, key_dim, num_heads, variant, local_window, None, kernel_size
     )
     x = jnp.ones((batch_size, length, hidden_dim))  # (batch, length, hidden_dim)
     layer(x[:, :8])

@@ -949,84 +949,110 @@ def _window(padded, start, like):
     return ops.slice(padded, (0, start, 0, 0), ops.shape(like))
 
 
-# The three sums over offsets below run as loops (one shifted view alive at
-# a time): written as unrolled Python loops, XLA materializes every shifted
-# view, K copies of the keys and values.
+# The sums over offsets below run as loops (one shifted view alive at a
+# time): written as unrolled Python loops, XLA materializes every shifted
+# view, K copies of the keys and values. Each is a `(step, initial value)`
+# pair, and `_offset_loops` runs several of them as one loop, so that the
+# backward pass runs two loops over the offsets, not four.
 
 
-def _offset_dots(a, b, offsets):
+def _offset_loops(offsets, length, *sums):
+    """The totals of `sums`, `(make_step, initial)` pairs, from one loop over the slots."""
+    slots = _Slots(offsets, length)
+    steps = [make_step(slots) for make_step, _ in sums]
+
+    def body(n, totals):
+        return tuple(step(n, total) for step, total in zip(steps, totals, strict=True))
+
+    return ops.fori_loop(0, slots.count, body, tuple(initial for _, initial in sums))
+
+
+def _dots(a, b, offsets):
     """`a[:, i] . b[:, i - offset]` per head and offset, `(batch, length, heads, K)`."""
-    slots = _Slots(offsets, a.shape[1])
-    back = slots.reach
-    padded = _padded(b, back, 0)  # (batch, back + length, heads, dim)
-    slot_ids = ops.arange(0, len(offsets), dtype="int32")  # (K,)
 
-    def body(n, logits):
-        view = _window(padded, back - slots.shift(n), b)  # b[:, i - offset]
-        dots = ops.sum(a * view, axis=-1, keepdims=True)  # (batch, length, heads, 1)
-        return ops.where(slot_ids == slots.slot(n), dots, logits)
+    def make_step(slots):
+        back = slots.reach
+        padded = _padded(b, back, 0)  # (batch, back + length, heads, dim)
+        slot_ids = ops.arange(0, len(offsets), dtype="int32")  # (K,)
 
-    logits = ops.zeros((*ops.shape(a)[:3], len(offsets)), a.dtype)
-    return ops.fori_loop(0, slots.count, body, logits)
+        def step(n, logits):
+            view = _window(padded, back - slots.shift(n), b)  # b[:, i - offset]
+            dots = ops.sum(a * view, axis=-1, keepdims=True)  # (batch, length, heads, 1)
+            return ops.where(slot_ids == slots.slot(n), dots, logits)
+
+        return step
+
+    return make_step, ops.zeros((*ops.shape(a)[:3], len(offsets)), a.dtype)
 
 
-def _offset_mix(weights, b, offsets):
+def _mix(weights, b):
     """`sum_j weights[:, i, :, j] * b[:, i - offsets[j]]`, `(batch, length, heads, dim)`."""
-    slots = _Slots(offsets, b.shape[1])
-    back = slots.reach
-    padded = _padded(b, back, 0)  # (batch, back + length, heads, dim)
 
-    def body(n, total):
-        return total + slots.weights(weights, n) * _window(padded, back - slots.shift(n), b)
+    def make_step(slots):
+        back = slots.reach
+        padded = _padded(b, back, 0)  # (batch, back + length, heads, dim)
 
-    return ops.fori_loop(0, slots.count, body, ops.zeros_like(b))
+        def step(n, total):
+            return total + slots.weights(weights, n) * _window(padded, back - slots.shift(n), b)
+
+        return step
+
+    return make_step, ops.zeros_like(b)
 
 
-def _offset_scatter(weights, a, offsets):
-    """The transpose of `_offset_mix` in `b`: `sum_j (weights_j * a)[:, i + offsets[j]]`."""
-    slots = _Slots(offsets, a.shape[1])
-    padded = _padded(a, 0, slots.reach)  # (batch, length + reach, heads, dim)
-    padded_weights = _padded(weights, 0, slots.reach)  # (batch, length + reach, heads, K)
+def _scatter(weights, a):
+    """The transpose of `_mix` in `b`: `sum_j (weights_j * a)[:, i + offsets[j]]`."""
 
-    def body(n, total):
-        shift = slots.shift(n)
-        slot_weights = slots.weights(_window(padded_weights, shift, weights), n)
-        return total + slot_weights * _window(padded, shift, a)  # (weights_j * a)[:, i + o_j]
+    def make_step(slots):
+        padded = _padded(a, 0, slots.reach)  # (batch, length + reach, heads, dim)
+        padded_weights = _padded(weights, 0, slots.reach)  # (batch, length + reach, heads, K)
 
-    return ops.fori_loop(0, slots.count, body, ops.zeros_like(a))
+        def step(n, total):
+            shift = slots.shift(n)
+            slot_weights = slots.weights(_window(padded_weights, shift, weights), n)
+            return total + slot_weights * _window(padded, shift, a)  # (weights_j * a)[:, i + o_j]
+
+        return step
+
+    return make_step, ops.zeros_like(a)
 
 
 def _offset_logits(query, key, offsets):
-    """`_offset_dots(query, key)` with a gradient that keeps no shifted copy.
+    """The offset logits `_dots(query, key)` with a gradient that keeps no shifted copy.
 
     The gradients are themselves sums over offsets of shifted views
     (`dq = mix(g, key)`, `dk = scatter(g, query)`), so the backward pass,
-    like the forward one, holds one key-sized accumulator at a time.
+    like the forward one, holds one key-sized accumulator per sum at a time.
     """
+    length = query.shape[1]
 
     @ops.custom_gradient
     def logits(query, key):
         def grad(*args, upstream=None):
             upstream = args[0] if upstream is None else upstream
-            return _offset_mix(upstream, key, offsets), _offset_scatter(upstream, query, offsets)
+            return _offset_loops(offsets, length, _mix(upstream, key), _scatter(upstream, query))
 
-        return _offset_dots(query, key, offsets), grad
+        return _offset_loops(offsets, length, _dots(query, key, offsets))[0], grad
 
     return logits(query, key)
 
 
 def _offset_context(weights, value, offsets):
-    """`_offset_mix(weights, value)` with a gradient that keeps no shifted copy."""
+    """The context `_mix(weights, value)` with a gradient that keeps no shifted copy."""
+    length = value.shape[1]
 
     @ops.custom_gradient
     def context(weights, value):
         def grad(*args, upstream=None):
             upstream = args[0] if upstream is None else upstream
-            return _offset_dots(upstream, value, offsets), _offset_scatter(
-                weights, upstream, offsets
+            return _offset_loops(
+                offsets,
+                length,
+                _dots(upstream, value, offsets),
+                _scatter(weights, upstream),
             )
 
-        return _offset_mix(weights, value, offsets), grad
+        return _offset_loops(offsets, length, _mix(weights, value))[0], grad
 
     return context(weights, value)
 

@@ -75,18 +75,10 @@ def build_exact_parity_transformer(
     References:
         - [Chiang & Cholak, 2022](https://arxiv.org/abs/2202.12172)
     """
-    _check_arguments(layer_norm_epsilon, output_scale)
     half = PARITY_DIM
-    model = _build_two_layer_model(
-        "parity",
-        half,
-        2,
-        layer_norm,
-        layer_norm_epsilon,
-        intermediate_dims=(3, 2 * half if layer_norm else 3),
-        name=name,
+    model, mirror = _exact_model(
+        "parity", half, 2, 3, layer_norm, layer_norm_epsilon, output_scale, name
     )
-    mirror = _Mirror(half, layer_norm)
     key_dim = mirror.dim // 2
 
     value = np.zeros((mirror.dim, 2, key_dim))
@@ -171,18 +163,10 @@ def build_exact_first_transformer(
     References:
         - [Chiang & Cholak, 2022](https://arxiv.org/abs/2202.12172)
     """
-    _check_arguments(layer_norm_epsilon, output_scale)
     half = FIRST_DIM
-    model = _build_two_layer_model(
-        "first",
-        half,
-        1,
-        layer_norm,
-        layer_norm_epsilon,
-        intermediate_dims=(1, 2 * half if layer_norm else 1),
-        name=name,
+    model, mirror = _exact_model(
+        "first", half, 1, 1, layer_norm, layer_norm_epsilon, output_scale, name
     )
-    mirror = _Mirror(half, layer_norm)
 
     hidden, hidden_bias = _first_detector(mirror)
     gate = np.zeros((1, half))
@@ -239,6 +223,24 @@ class _Mirror:
         if not self.mirrored:
             return kernel
         return np.concatenate([kernel, -kernel], axis=-1)  # (..., 2 * half)
+
+
+def _exact_model(
+    task, half, num_heads, mlp_units, layer_norm, layer_norm_epsilon, output_scale, name
+):
+    """The checked arguments' two-layer model (weights still to set) and its mirror."""
+    _check_arguments(layer_norm_epsilon, output_scale)
+    model = _build_two_layer_model(
+        task,
+        half,
+        num_heads,
+        layer_norm,
+        layer_norm_epsilon,
+        # Layer 2's MLP reads the mirrored stream `[x, -x]` with layer norm.
+        intermediate_dims=(mlp_units, 2 * half if layer_norm else mlp_units),
+        name=name,
+    )
+    return model, _Mirror(half, layer_norm)
 
 
 def _check_arguments(layer_norm_epsilon, output_scale):

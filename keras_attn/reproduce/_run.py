@@ -12,6 +12,7 @@ import multiprocessing
 import numpy as np
 
 from keras_attn.utils.results import finish_run, is_small_run
+from keras_attn.utils.validation import int_option
 
 SETTING_NAMES = ("small", "fast", "full")
 
@@ -160,3 +161,17 @@ def _one_thread():
         import torch
 
         torch.set_num_threads(1)
+
+
+def add_seeds_argument(parser, default_note="overrides the setting"):
+    """Adds the reproductions' `--seeds N` option: runs seeds `0..N-1`.
+
+    Args:
+        parser: the reproduction's `argparse` parser.
+        default_note: what the help says about the default.
+    """
+    parser.add_argument(
+        "--seeds",
+        type=int_option(),
+        help=f"Number of seeds N: runs seeds 0..N-1 ({default_note}).",
+    )

@@ -58,47 +58,35 @@ MODELS = {
 # The fast setting is a smoke test; small: the KERAS_ATTN_SMALL test size; full: the docs' run.
 # budget: models compared under the memory of full attention at `reference_context` + 24
 # steps; contexts are whole days up to `max_context`; `seeds` runs per model.
+FAST = {
+    "datasets": ["electricity", "traffic"],
+    "models": ["full_k1", "logsparse_conv"],
+    "context": 48,
+    "train_windows": 128,
+    "epochs": 1,
+    "test_days": 2,
+    "hidden_dim": 8,
+    "num_layers": 1,
+    "local_window": 4,
+    "learning_rate": 3e-3,
+    "batch_size": 64,
+    "num_paths": 100,
+    "budget": {
+        "models": ["full_conv", "logsparse_conv"],
+        "reference_context": 48,
+        "max_context": 336,
+        "seeds": 3,
+    },
+}
 SETTINGS = {
     "small": {
+        **FAST,
         "datasets": ["electricity"],
-        "models": ["full_k1", "logsparse_conv"],
-        "context": 48,
         "train_windows": 64,
-        "epochs": 1,
         "test_days": 1,
-        "hidden_dim": 8,
-        "num_layers": 1,
-        "local_window": 4,
-        "learning_rate": 3e-3,
-        "batch_size": 64,
-        "num_paths": 100,
-        "budget": {
-            "models": ["full_conv", "logsparse_conv"],
-            "reference_context": 24,
-            "max_context": 96,
-            "seeds": 1,
-        },
+        "budget": {**FAST["budget"], "reference_context": 24, "max_context": 96, "seeds": 1},
     },
-    "fast": {
-        "datasets": ["electricity", "traffic"],
-        "models": ["full_k1", "logsparse_conv"],
-        "context": 48,
-        "train_windows": 128,
-        "epochs": 1,
-        "test_days": 2,
-        "hidden_dim": 8,
-        "num_layers": 1,
-        "local_window": 4,
-        "learning_rate": 3e-3,
-        "batch_size": 64,
-        "num_paths": 100,
-        "budget": {
-            "models": ["full_conv", "logsparse_conv"],
-            "reference_context": 48,
-            "max_context": 336,
-            "seeds": 3,
-        },
-    },
+    "fast": FAST,
     "full": {
         "datasets": ["electricity", "traffic"],
         "models": list(MODELS),
@@ -123,20 +111,17 @@ SETTINGS = {
 
 
 def add_arguments(parser):
-    parser.add_argument(
-        "--datasets",
-        nargs="+",
-        choices=sorted(TEST_START),
-        default=None,
-        help="hourly series to forecast (default: the setting's)",
-    )
-    parser.add_argument(
-        "--models",
-        nargs="+",
-        choices=sorted(MODELS),
-        default=None,
-        help="models of the same-window comparison (default: the setting's)",
-    )
+    for name, choices, what in (
+        ("datasets", TEST_START, "hourly series to forecast"),
+        ("models", MODELS, "models of the same-window comparison"),
+    ):
+        parser.add_argument(
+            f"--{name}",
+            nargs="+",
+            choices=sorted(choices),
+            default=None,
+            help=f"{what} (default: the setting's)",
+        )
     parser.add_argument(
         "--comparison",
         choices=COMPARISONS,

@@ -30,6 +30,7 @@ from keras_attn.initializers import MimeticInitializer, apply_mimetic_init
 from keras_attn.models import build_vision_transformer
 from keras_attn.pretrained import load_minilm_weights
 from keras_attn.reproduce._run import (
+    add_seeds_argument,
     choose_setting,
     finish,
     mean_and_std,
@@ -102,11 +103,7 @@ OPTIMIZER = WARMUP_COSINE_ADAMW
 
 
 def add_arguments(parser):
-    parser.add_argument(
-        "--seeds",
-        type=int_option(),
-        help="Number of seeds N: runs seeds 0..N-1 (overrides the setting).",
-    )
+    add_seeds_argument(parser)
     parser.add_argument(
         "--steps",
         type=int_option(),

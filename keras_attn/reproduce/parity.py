@@ -31,7 +31,7 @@ import numpy as np
 
 from keras_attn.datasets.bit_strings import make_bit_strings
 from keras_attn.models.bit_string_classifier import bit_string_logits, build_bit_string_classifier
-from keras_attn.reproduce._run import choose_setting, finish, run_in_workers
+from keras_attn.reproduce._run import add_seeds_argument, choose_setting, finish, run_in_workers
 from keras_attn.utils.training import build_optimizer
 from keras_attn.utils.validation import float_option, int_option
 
@@ -99,12 +99,7 @@ def add_arguments(parser):
         default=None,
         help="Adam learning rate (the setting's).",
     )
-    parser.add_argument(
-        "--seeds",
-        type=int_option(),
-        default=None,
-        help="Number of seeds N per setting: runs seeds 0..N-1.",
-    )
+    add_seeds_argument(parser, "per setting; the setting's by default")
     parser.add_argument(
         "--steps", type=int_option(), default=None, help="Training steps per run (the setting's)."
     )

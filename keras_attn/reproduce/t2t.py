@@ -42,6 +42,7 @@ import numpy as np
 from keras_attn.datasets import AugmentedImages, load_fashion_mnist
 from keras_attn.models import build_t2t_vit, count_macs
 from keras_attn.reproduce._run import (
+    add_seeds_argument,
     choose_setting,
     finish,
     mean_and_std,
@@ -163,11 +164,7 @@ OPTIMIZER = WARMUP_COSINE_ADAMW
 
 
 def add_arguments(parser):
-    parser.add_argument(
-        "--seeds",
-        type=int_option(),
-        help="Number of seeds N: runs seeds 0..N-1 (overrides the setting).",
-    )
+    add_seeds_argument(parser)
     parser.add_argument(
         "--steps",
         type=int_option(),

@@ -31,7 +31,7 @@ from keras_attn.analysis.topic_structure import (
     topic_pair_means,
     train_topic_model,
 )
-from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
+from keras_attn.reproduce._run import add_seeds_argument, choose_setting, finish, mean_and_std
 from keras_attn.utils.validation import int_option
 
 NAME = "topics"
@@ -67,12 +67,7 @@ MOVING = {
 
 
 def add_arguments(parser):
-    parser.add_argument(
-        "--seeds",
-        type=int_option(),
-        default=None,
-        help="Number of seeds N: runs seeds 0..N-1 (small and fast 2, full 3).",
-    )
+    add_seeds_argument(parser, "small and fast 2, full 3")
     parser.add_argument(
         "--seed",
         type=int_option(0),

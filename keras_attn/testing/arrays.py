@@ -5,6 +5,7 @@ computed from trainable weights in eager torch), so tests read backend
 tensors and variables through `keras.ops.convert_to_numpy` instead.
 """
 
+import keras
 import numpy as np
 from keras import ops
 
@@ -27,3 +28,21 @@ def assert_array_equal(actual, desired, **kwargs):
 def allclose(a, b, **kwargs):
     """`np.allclose` on the numpy values of `a` and `b`."""
     return np.allclose(to_numpy(a), to_numpy(b), **kwargs)
+
+
+def assert_reloads(model, inputs, path, atol=1e-5):
+    """Saves `model` to the `.keras` file `path`, loads it back and compares outputs.
+
+    Args:
+        model: a built `keras.Model`.
+        inputs: inputs the two models are called on.
+        path: path of the `.keras` file to write.
+        atol: float, absolute tolerance of the comparison.
+
+    Returns:
+        The loaded model.
+    """
+    model.save(path)
+    reloaded = keras.models.load_model(path)
+    assert_allclose(reloaded(inputs), model(inputs), atol=atol)
+    return reloaded

@@ -309,7 +309,7 @@ def renamed_config(config, renamed):
             continue
         if new in config:
             raise ValueError(
-                f"A config holds both `{old}` and its new name `{new}`. "
+                f"`{old}` is the former name of `{new}`; give only `{new}`. "
                 f"Received: {old}={config[old]!r}, {new}={config[new]!r}"
             )
         config[new] = config.pop(old)
@@ -320,7 +320,8 @@ def renamed_arguments(**renamed):
     """Decorator: a function or constructor still takes its retired argument names.
 
     Each `old=new` pair lets callers pass `old`, with a `DeprecationWarning`,
-    for one release after the rename; passing both names raises.
+    for one release after the rename; passing both names raises (as
+    `renamed_config` does).
 
     Args:
         **renamed: `old_name="new_name"` pairs.
@@ -344,20 +345,14 @@ def renamed_arguments(**renamed):
         @functools.wraps(function)
         def wrapper(*args, **kwargs):
             for old, new in renamed.items():
-                if old not in kwargs:
-                    continue
-                if new in kwargs:
-                    raise ValueError(
-                        f"`{old}` is the former name of `{new}`; pass only `{new}`. "
-                        f"Received: {old}={kwargs[old]!r}, {new}={kwargs[new]!r}"
+                if old in kwargs:
+                    warnings.warn(
+                        f"`{old}` is deprecated and will be removed in the next release; "
+                        f"use `{new}`.",
+                        DeprecationWarning,
+                        stacklevel=2,
                     )
-                warnings.warn(
-                    f"`{old}` is deprecated and will be removed in the next release; use `{new}`.",
-                    DeprecationWarning,
-                    stacklevel=2,
-                )
-                kwargs[new] = kwargs.pop(old)
-            return function(*args, **kwargs)
+            return function(*args, **renamed_config(kwargs, renamed))
 
         # Keras reads a layer constructor's argument list without following
         # `__wrapped__`, so the wrapper states the signature it forwards to.

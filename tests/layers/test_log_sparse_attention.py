@@ -411,7 +411,7 @@ def test_shifted_attention_equals_gathered_attention_with_gradients(name):
     assert_allclose(_numpy(shifted_scores), _numpy(gathered_scores), atol=1e-6)
 
 
-def _planned_temp_bytes(pattern, length):
+def _compiled_training_step(pattern, length):
     import jax
     import jax.numpy as jnp
 
@@ -423,8 +423,11 @@ def _planned_temp_bytes(pattern, length):
     def loss(weights, x):
         return jnp.sum(jnp.square(layer.stateless_call(weights, [], x)[0]))
 
-    compiled = jax.jit(jax.grad(loss)).lower(weights, x).compile()
-    return compiled.memory_analysis().temp_size_in_bytes
+    return jax.jit(jax.grad(loss)).lower(weights, x).compile()
+
+
+def _planned_temp_bytes(pattern, length):
+    return _compiled_training_step(pattern, length).memory_analysis().temp_size_in_bytes
 
 
 def test_training_step_keeps_no_per_slot_copy_of_keys_or_values():
@@ -460,3 +463,11 @@ def test_torch_training_step_reads_no_tensor_back_to_the_host():
     names = [event.name for event in prof.events()]
     assert "aten::bmm" in names or "aten::mul" in names  # the profile saw the step
     assert "aten::item" not in names and "aten::_local_scalar_dense" not in names
+
+
+def test_training_step_runs_two_offset_loops_each_way():
+    """Forward: the logits loop and the context loop; backward: one loop per gradient pair."""
+    if keras.backend.backend() != "jax":
+        pytest.skip("Reads JAX's compiled HLO.")
+    hlo = _compiled_training_step(LogSparsePattern("pure"), 64).as_text()
+    assert hlo.count(" while(") == 4

@@ -99,15 +99,20 @@ def test_pre_norm_block_matches_its_definition():
     assert_allclose(output, expected, atol=1e-5)
 
 
+def _random_block(normalize_first, seed):
+    """A block on `(2, 5, 8)` inputs, every weight random, and its padding mask."""
+    block = TransformerBlock(2, 16, normalize_first=normalize_first, layer_norm_epsilon=1e-12)
+    x = np.random.default_rng(seed).normal(size=(2, 5, 8)).astype("float32")
+    block.build(x.shape)
+    rng = np.random.default_rng(seed + 1)
+    block.set_weights([rng.normal(size=w.shape).astype("float32") for w in block.get_weights()])
+    return block, x, np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
+
+
 @pytest.mark.parametrize("normalize_first", [False, True])
 def test_block_matches_the_numpy_reference(normalize_first):
     """Post-norm (BERT) and pre-norm blocks against float64 numpy, every weight random."""
-    block = TransformerBlock(2, 16, normalize_first=normalize_first, layer_norm_epsilon=1e-12)
-    x = np.random.default_rng(8).normal(size=(2, 5, 8)).astype("float32")
-    block.build(x.shape)
-    rng = np.random.default_rng(9)
-    block.set_weights([rng.normal(size=w.shape).astype("float32") for w in block.get_weights()])
-    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
+    block, x, mask = _random_block(normalize_first, 8)
     head_mask = np.array([[1.0, 0.0], [0.5, 1.0]], "float32")
     output = block(x, mask=mask, head_mask=head_mask)
     assert_allclose(output, transformer_block_reference(x, block, mask, head_mask), atol=1e-4)
@@ -116,13 +121,8 @@ def test_block_matches_the_numpy_reference(normalize_first):
 @pytest.mark.parametrize("normalize_first", [False, True])
 def test_attention_mask_is_passed_to_the_attention(normalize_first):
     """A causal `attention_mask`, with a padding mask, against float64 numpy."""
-    block = TransformerBlock(2, 16, normalize_first=normalize_first, layer_norm_epsilon=1e-12)
-    x = np.random.default_rng(10).normal(size=(2, 5, 8)).astype("float32")
-    block.build(x.shape)
-    rng = np.random.default_rng(11)
-    block.set_weights([rng.normal(size=w.shape).astype("float32") for w in block.get_weights()])
+    block, x, mask = _random_block(normalize_first, 10)
     causal = np.broadcast_to(np.tril(np.ones((5, 5), "int32")), (2, 5, 5))
-    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
     output = block(x, mask=mask, attention_mask=causal)
     expected = transformer_block_reference(x, block, mask, attention_mask=causal)
     assert_allclose(output, expected, atol=1e-4)

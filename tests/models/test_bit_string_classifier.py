@@ -4,6 +4,7 @@ import pytest
 
 from keras_attn.datasets import make_bit_strings
 from keras_attn.models import bit_string_logits, build_bit_string_classifier
+from keras_attn.testing.arrays import assert_reloads
 from keras_attn.utils.training import build_optimizer
 
 
@@ -39,11 +40,7 @@ def test_trains_on_first_and_saves(tmp_path):
     build_optimizer(model)
     history = model.fit(tokens, labels, batch_size=32, epochs=2, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0]
-    path = str(tmp_path / "first.keras")
-    model.save(path)
-    np.testing.assert_allclose(
-        keras.models.load_model(path)(tokens[:4]), model(tokens[:4]), atol=1e-5
-    )
+    assert_reloads(model, tokens[:4], tmp_path / "first.keras")
 
 
 def test_logits_in_batches_equal_one_call():
@@ -76,8 +73,4 @@ def test_learned_scale_positions_are_trained_and_reload(tmp_path):
     build_optimizer(model)
     model.fit(tokens, labels, batch_size=16, epochs=1, verbose=0)
     assert not np.allclose(np.asarray(encoding.log_scales), before)  # γ is learned
-    path = str(tmp_path / "parity.keras")
-    model.save(path)
-    np.testing.assert_allclose(
-        keras.models.load_model(path)(tokens[:4]), model(tokens[:4]), atol=1e-5
-    )
+    assert_reloads(model, tokens[:4], tmp_path / "parity.keras")

@@ -4,6 +4,7 @@ import pytest
 
 from keras_attn.layers import MultiHeadSelfAttention, TransformerBlock
 from keras_attn.models import build_decoder_language_model
+from keras_attn.testing.arrays import assert_reloads
 from keras_attn.utils.training import build_optimizer
 
 
@@ -31,9 +32,7 @@ def test_causal_trains_and_saves(tmp_path):
     build_optimizer(model)
     history = model.fit(inputs, targets, epochs=3, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0]
-    path = str(tmp_path / "lm.keras")
-    model.save(path)
-    np.testing.assert_allclose(keras.models.load_model(path)(inputs), model(inputs), atol=1e-5)
+    assert_reloads(model, inputs, tmp_path / "lm.keras")
 
 
 def test_padding_does_not_change_real_positions():

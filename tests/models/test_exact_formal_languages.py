@@ -7,6 +7,7 @@ import pytest
 from keras_attn.datasets import all_bit_strings, make_bit_strings
 from keras_attn.layers import MultiHeadSelfAttention
 from keras_attn.models import build_exact_first_transformer, build_exact_parity_transformer
+from keras_attn.testing.arrays import assert_reloads
 
 BUILDERS = {"parity": build_exact_parity_transformer, "first": build_exact_first_transformer}
 # sqrt(dim / 2) of the mirrored stream: the result after the last layer norm.
@@ -165,9 +166,7 @@ def test_models_are_built_from_the_attention_core_and_save(tmp_path):
     norms = [layer for layer in model.layers if isinstance(layer, keras.layers.LayerNormalization)]
     assert len(norms) == 4 and all(norm.epsilon == 0.0 for norm in norms)
     tokens, _ = make_bit_strings(4, 9, "parity", seed=1)
-    path = str(tmp_path / "parity.keras")
-    model.save(path)
-    np.testing.assert_allclose(keras.models.load_model(path)(tokens), model(tokens), atol=1e-6)
+    assert_reloads(model, tokens, tmp_path / "parity.keras", atol=1e-6)
 
 
 def test_model_compiles_with_xla():

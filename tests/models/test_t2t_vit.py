@@ -4,6 +4,7 @@ import pytest
 
 from keras_attn.layers import T2TModule, TokenPerformer, TokenTransformer
 from keras_attn.models import T2T_VIT_VARIANTS, build_t2t_vit, build_vision_transformer, count_macs
+from keras_attn.testing.arrays import assert_reloads
 from keras_attn.utils.training import build_optimizer
 
 # Paper, Table 2 and 4: parameters (millions) and MACs (billions) at 224 px, 1000 classes.
@@ -97,11 +98,7 @@ def test_small_model_trains_under_xla_and_saves(tmp_path):
     build_optimizer(model)
     history = model.fit(images, labels, epochs=3, batch_size=16, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0]
-    path = str(tmp_path / "t2t.keras")
-    model.save(path)
-    np.testing.assert_allclose(
-        keras.models.load_model(path)(images[:4]), model(images[:4]), atol=1e-5
-    )
+    assert_reloads(model, images[:4], tmp_path / "t2t.keras")
 
 
 def test_variant_defaults_and_overrides():

@@ -1,9 +1,9 @@
-import keras
 import numpy as np
 import pytest
 
 from keras_attn.layers import MultiHeadSelfAttention
 from keras_attn.models import VIT_VARIANTS, build_vision_transformer
+from keras_attn.testing.arrays import assert_reloads
 from keras_attn.utils.training import build_optimizer
 
 # DeiT, Table 1 (ViT-Ti/S/B, patch 16, 224 px): width, heads, parameters in millions.
@@ -45,11 +45,7 @@ def test_builds_trains_and_saves(position_embedding, tmp_path):
         history = model.fit(images, labels, epochs=3, batch_size=16, verbose=0)
         assert history.history["loss"][-1] < history.history["loss"][0]
         assert model.jit_compile is True
-    path = str(tmp_path / "vit.keras")
-    model.save(path)
-    np.testing.assert_allclose(
-        keras.models.load_model(path)(images[:4]), model(images[:4]), atol=1e-5
-    )
+    assert_reloads(model, images[:4], tmp_path / "vit.keras")
 
 
 @pytest.mark.parametrize("variant", sorted(PAPER))
