@@ -48,7 +48,7 @@ def test_every_reproduction_chooses_and_finishes_through_the_convention(module):
     source = inspect.getsource(load(module))
     uses_convention = (
         "choose_setting(args, SETTINGS)" in source
-        and "return finish(" in source
+        and ("return finish(" in source or "outcome = finish(" in source)
         and "is_small_run" not in source
         and "args.full" not in source
     )
