@@ -18,7 +18,6 @@ Reference: Geva, Schuster, Berant, Levy. "Transformer Feed-Forward Layers
 Are Key-Value Memories". EMNLP 2021. https://arxiv.org/abs/2012.14913
 """
 
-import contextlib
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -28,7 +27,7 @@ import numpy as np
 
 from keras_attn._typing import Tensor
 from keras_attn.layers import TransformerBlock
-from keras_attn.utils.model_layers import find_layers
+from keras_attn.utils.model_layers import find_layers, record_calls
 from keras_attn.utils.validation import check_int
 
 # Per-position statistics, in the order of the per-example count arrays.
@@ -136,39 +135,16 @@ def value_vocabulary_distributions(site: FeedForwardSite, output_embedding: Tens
     return weights / weights.sum(axis=-1, keepdims=True)
 
 
-@contextlib.contextmanager
-def _recording(layers):
-    """Records `(first input, output)` of each layer's last eager call."""
-    records = {}
-
-    def wrap(layer, original):
-        def call(inputs, *args, **kwargs):
-            outputs = original(inputs, *args, **kwargs)
-            records[id(layer)] = (inputs, outputs)
-            return outputs
-
-        return call
-
-    unique = list({id(layer): layer for layer in layers}.values())
-    for layer in unique:
-        layer.call = wrap(layer, layer.call)
-    try:
-        yield records
-    finally:
-        for layer in unique:
-            del layer.call
-
-
 def _run_sites(model, inputs, sites):
     """Runs `model` on one batch; per site `(residual, coefficients, ffn_output)` numpy."""
     watched = [layer for site in sites for layer in (site.hidden, site.output, site.residual)]
-    with _recording([layer for layer in watched if layer is not None]) as records:
+    with record_calls([layer for layer in watched if layer is not None]) as records:
         model(inputs, training=False)
     results = []
     for site in sites:
-        hidden_input, coefficients = records[id(site.hidden)]
-        _, ffn_output = records[id(site.output)]
-        residual = records[id(site.residual)][0] if site.residual is not None else hidden_input
+        hidden_input, coefficients = records[site.hidden][-1]
+        _, ffn_output = records[site.output][-1]
+        residual = records[site.residual][-1][0] if site.residual is not None else hidden_input
         results.append(
             tuple(keras.ops.convert_to_numpy(t) for t in (residual, coefficients, ffn_output))
         )

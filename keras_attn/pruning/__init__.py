@@ -7,8 +7,9 @@ smaller model. `pruning_curve`, `iterative_pruning` and
 `single_head_ablations` measure a model's quality as heads go, and
 `measure_throughput` times the pruned models. They work on
 `keras_attn.layers.MultiHeadSelfAttention` and
-`keras.layers.MultiHeadAttention`, which share their kernel layout, and find
-them with `attention_layers`.
+`keras.layers.MultiHeadAttention` (KerasHub's backbones included), which
+share their kernel layout, on every backend, and find them with
+`attention_layers` (`keras_attn.utils.find_attention_layers`) in model order.
 """
 
 from keras_attn.pruning.attention_layers import attention_layers

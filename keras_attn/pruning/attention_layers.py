@@ -2,22 +2,21 @@
 
 import keras
 
-from keras_attn.layers import MultiHeadSelfAttention
-from keras_attn.utils.model_layers import find_layers
-
-ATTENTION_TYPES = (MultiHeadSelfAttention, keras.layers.MultiHeadAttention)
+from keras_attn.utils.model_layers import find_attention_layers
 
 
 def attention_layers(model: keras.layers.Layer) -> dict[str, keras.layers.Layer]:
     """The attention layers of a model, nested ones included, in model order.
 
-    The layers are found by `keras_attn.utils.find_layers`, so they come in
+    The same as `keras_attn.utils.find_attention_layers`. The layers are
+    found by `keras_attn.utils.find_layers`, so they come in
     the order the model runs them, also inside nested models and layers: a
     functional graph in the order of its calls, a `keras.Sequential` model
     in the order of its stack, any other model or layer in the order its
     sublayers were assigned. Layer `i` of the result is the `i`-th block of
     `build_bert_encoder`, also when the encoder is nested in a classifier.
-    Subclasses of either type are included.
+    Subclasses of either type are included, among them KerasHub's
+    `CachedMultiHeadAttention`.
 
     Args:
         model: a Keras model or layer; an attention layer itself is
@@ -38,4 +37,4 @@ def attention_layers(model: keras.layers.Layer) -> dict[str, keras.layers.Layer]
     >>> list(attention_layers(model))
     ['attention']
     """
-    return find_layers(model, ATTENTION_TYPES)
+    return find_attention_layers(model)

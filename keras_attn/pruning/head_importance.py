@@ -10,6 +10,7 @@ import numpy as np
 
 from keras_attn._typing import Tensor
 from keras_attn.pruning.attention_layers import attention_layers
+from keras_attn.utils.model_layers import gate_heads
 
 
 def head_importance(
@@ -21,38 +22,46 @@ def head_importance(
 ) -> dict[str, np.ndarray]:
     """Scores each attention head by the loss gradient w.r.t. its mask.
 
-    A mask `ξ_h` multiplies head `h`'s output, and the importance is
-    `I_h = Σ_x Σ_t |∂L(x)/∂ξ_{h,t}|` at `ξ = 1`, where `t` runs over the
-    positions: as in the official code, the absolute value is taken per
-    token (`|<context_h, ∂L/∂context_h>|`) before summing. The sums are
-    scaled as in the official code: the last attention layer's by the
-    number of examples, every other layer's by the number of real (not
-    padding) tokens. With `normalize=True` the scores of each layer are
+    This is the quantity of the official code (Michel et al.'s
+    `calculate_head_importance`) for the same batches. A mask `ξ_h`
+    multiplies head `h`'s output, and each batch's loss `L` is the mean of
+    its per-example losses (the official cross-entropy's reduction). The
+    importance sums `|∂L/∂ξ_{h,t}|` at `ξ = 1` over the positions `t` and
+    examples of every batch: as in the official code, the absolute value is
+    taken per token (`|<context_h, ∂L/∂context_h>|`) before summing, and an
+    example weighs `1 / batch size` of its batch, so a partial last batch
+    weighs its examples more, as there. The sums are then scaled as in the
+    official code: the last attention layer's (in `attention_layers` order)
+    by the number of examples, every other layer's by the number of real
+    (not padding) tokens. With `normalize=True` the scores of each layer are
     then divided by their l2 norm, as the paper does before pruning
-    globally, which removes these per-layer factors.
+    globally, which removes these per-layer factors (but not the batch
+    weights).
 
-    The mask is applied by multiplying the input of each attention layer's
-    output projection (its `output_dense`) during the computation, so any
-    model works unchanged: functional or not, with
-    `keras_attn.layers.MultiHeadSelfAttention` or
-    `keras.layers.MultiHeadAttention`, at the top level or nested in other
-    layers. The gradients come from the backend's own autodiff (TensorFlow's
-    gradient tape, `jax.grad` or torch's autograd). Each attention layer
-    must run once per model call: a layer called twice (shared between two
-    inputs) raises a `ValueError` naming it.
+    The mask is applied by `keras_attn.utils.gate_heads`, which multiplies
+    the input of each attention layer's output projection during the
+    computation, so any model works unchanged: functional, `Sequential` or
+    subclassed, with `keras_attn.layers.MultiHeadSelfAttention` or
+    `keras.layers.MultiHeadAttention` (KerasHub's backbones included), at
+    the top level or nested in other layers and models. The gradients come
+    from the backend's own autodiff (TensorFlow's gradient tape, `jax.grad`
+    or torch's autograd). Each attention layer must run once per model
+    call: a layer called twice (shared between two inputs) raises a
+    `ValueError` naming it.
 
     Args:
         model: a built Keras model.
         data: iterable of `(x, y)` batches, `x` as accepted by `model`.
         loss: callable `loss(y_true, y_pred)` returning per-example losses,
-            or a `keras.losses.Loss`, whose reduction is then not applied:
-            the per-example losses are summed, so that each example's mask
-            gradient is its own.
+            or a `keras.losses.Loss` (its unreduced `call` is used); the
+            batch's loss is their mean.
         normalize: bool, divide each layer's scores by their l2 norm.
         token_mask: optional callable from a batch's `x` to a
             `(batch, length)` array that is nonzero at real tokens, used to
-            count them. Defaults to every position of the batch (the first
-            attention layer's sequence length).
+            count them. By default, the nonzero entries of `x["padding_mask"]`
+            when `x` is a dict with that key (keras_attn's encoders and
+            KerasHub's text backbones), else every position of the batch
+            (the first attention layer's sequence length).
 
     Returns:
         dict `layer name -> (num_heads,) numpy array` (keys as in
@@ -77,7 +86,7 @@ def head_importance(
         y = keras.tree.map_structure(keras.ops.convert_to_tensor, y)
 
         def total_loss(x=x, y=y):
-            return keras.ops.sum(per_example_loss(y, model(x, training=False)))
+            return keras.ops.mean(per_example_loss(y, model(x, training=False)))
 
         gates, gradients = _gate_gradients(layers, total_loss)
         for name, (gradient,) in gradients.items():
@@ -140,19 +149,13 @@ def _run_gated(layers, total_loss, make_gate):
     """`(gates, total_loss())` with each head's output multiplied by a gate.
 
     `make_gate(name, ones)` returns the gate of layer `name` from a tensor
-    of ones of shape `(batch, length, heads, 1)`, so its gradient is the
-    per-token mask gradient. A layer called more than once per model call
-    is refused: one gate per head and token would be ambiguous.
+    of ones of shape `(batch, length, heads, 1)` (see
+    `keras_attn.utils.gate_heads`), so its gradient is the per-token mask
+    gradient. A layer called more than once per model call is refused: one
+    gate per head and token would be ambiguous.
     """
-    gates = {name: [] for name in layers}
-    projections = {name: layer.output_dense for name, layer in layers.items()}
-    for name, projection in projections.items():
-        projection.call = _gated_call(projection.call, name, gates, make_gate)
-    try:
+    with gate_heads(layers, make_gate) as gates:
         total = total_loss()
-    finally:
-        for projection in projections.values():
-            del projection.call
     for name, calls in gates.items():
         if len(calls) != 1:
             raise ValueError(
@@ -163,21 +166,15 @@ def _run_gated(layers, total_loss, make_gate):
 
 
 def _count_tokens(token_mask, x, gate):
-    if token_mask is None:
-        return int(gate.shape[0]) * int(gate.shape[1])
-    return int(np.count_nonzero(keras.ops.convert_to_numpy(token_mask(x))))
+    """The real tokens of batch `x`: `token_mask(x)`, its padding mask or every position."""
+    if token_mask is not None:
+        return int(np.count_nonzero(keras.ops.convert_to_numpy(token_mask(x))))
+    if isinstance(x, dict) and "padding_mask" in x:
+        return int(np.count_nonzero(keras.ops.convert_to_numpy(x["padding_mask"])))
+    return int(gate.shape[0]) * int(gate.shape[1])
 
 
 def _per_example_loss(loss):
     if isinstance(loss, keras.losses.Loss):
         return loss.call
     return keras.losses.get(loss)
-
-
-def _gated_call(call, name, gates, make_gate):
-    def gated(inputs, *args, **kwargs):
-        gate = make_gate(name, keras.ops.ones_like(inputs[..., :1]))  # (batch, length, heads, 1)
-        gates[name].append(gate)
-        return call(inputs * gate, *args, **kwargs)
-
-    return gated

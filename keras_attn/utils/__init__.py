@@ -11,7 +11,16 @@ if typing.TYPE_CHECKING:  # the same names, for type checkers and the API docs
     )
     from keras_attn.utils.bootstrap import bootstrap_interval
     from keras_attn.utils.macs import count_macs, layer_macs, register_macs
-    from keras_attn.utils.model_layers import find_layers
+    from keras_attn.utils.model_layers import (
+        FeedForwardLayers,
+        attention_projections,
+        find_attention_layers,
+        find_feed_forward_layers,
+        find_layers,
+        gate_heads,
+        intercept_calls,
+        record_calls,
+    )
     from keras_attn.utils.results import (
         finish_run,
         is_small_run,
@@ -25,16 +34,23 @@ if typing.TYPE_CHECKING:  # the same names, for type checkers and the API docs
 # `macs` imports the layers, so an eager import here would be circular.
 _EXPORTS = {
     "ConvertedAttentionBlock": "attention_conversion",
+    "FeedForwardLayers": "model_layers",
+    "attention_projections": "model_layers",
     "batch_latency_ms": "timing",
     "bootstrap_interval": "bootstrap",
     "convert_attention": "attention_conversion",
     "count_macs": "macs",
+    "find_attention_layers": "model_layers",
+    "find_feed_forward_layers": "model_layers",
     "find_layers": "model_layers",
     "from_keras_attention": "attention_conversion",
+    "gate_heads": "model_layers",
+    "intercept_calls": "model_layers",
     "finish_run": "results",
     "is_small_run": "results",
     "layer_macs": "macs",
     "median_seconds": "timing",
+    "record_calls": "model_layers",
     "register_macs": "macs",
     "run_metadata": "results",
     "write_benchmark": "results",
@@ -43,16 +59,23 @@ _EXPORTS = {
 
 __all__ = [
     "ConvertedAttentionBlock",
+    "FeedForwardLayers",
+    "attention_projections",
     "batch_latency_ms",
     "bootstrap_interval",
     "convert_attention",
     "count_macs",
+    "find_attention_layers",
+    "find_feed_forward_layers",
     "find_layers",
     "from_keras_attention",
     "finish_run",
+    "gate_heads",
+    "intercept_calls",
     "is_small_run",
     "layer_macs",
     "median_seconds",
+    "record_calls",
     "register_macs",
     "run_metadata",
     "write_benchmark",

@@ -1,16 +1,38 @@
-"""The layers inside a Keras model, in model order.
+"""The layers inside a Keras model, in model order, and a way to reach inside them.
 
-This is the one module of keras_attn that relies on Keras internals: a layer
-that is not a `keras.Model` lists its sublayers only through the private
-`Layer._flatten_layers`. Everything in the library that looks for layers
-inside a model goes through `find_layers`: `keras_attn.pruning.attention_layers`
-(and through it head importance, head masks, head pruning and mimetic
-initialization) and the feed-forward sites of `keras_attn.analysis`. Keras'
-recursive `_flatten_layers` is not used: it lists the sublayers of a nested
-model or layer last to first.
+This is the one module of keras_attn that relies on Keras internals, in two
+places:
+
+- finding layers: a layer that is not a `keras.Model` lists its sublayers
+  only through the private `Layer._flatten_layers` (its recursive form is
+  not used: it lists the sublayers of a nested model or layer last to
+  first), and the feed-forward layers of KerasHub blocks are private
+  attributes;
+- reaching inside layers: `intercept_calls` replaces a layer's `call` on
+  the instance for the duration of a `with` block (Keras 3 has no forward
+  hooks), and always restores it.
+
+Everything in the library that looks for layers inside a model, or changes
+or records what they compute, goes through this module:
+`find_attention_layers` (head importance, head masks, head pruning, mimetic
+initialization), `find_feed_forward_layers` and `record_calls` (the
+feed-forward memories of `keras_attn.analysis`), and `gate_heads` (the head
+gates of `keras_attn.pruning.head_importance`).
 """
 
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
 import keras
+
+from keras_attn._typing import Tensor
+from keras_attn.layers import MultiHeadSelfAttention, TransformerBlock
+
+# `keras.layers.MultiHeadAttention` includes its KerasHub subclasses
+# (`CachedMultiHeadAttention` of `BertBackbone`, `GPT2Backbone`, ...).
+ATTENTION_TYPES = (MultiHeadSelfAttention, keras.layers.MultiHeadAttention)
 
 
 def find_layers(
@@ -92,3 +114,279 @@ def _sublayers(layer):
         # Functional: the graph's order; Sequential: the stack; subclassed: assignment order.
         return layer.layers
     return layer._flatten_layers(include_self=False, recursive=False)
+
+
+def find_attention_layers(model: keras.layers.Layer) -> dict[str, keras.layers.Layer]:
+    """The attention layers of a model, in model order.
+
+    The attention layers are `keras_attn.layers.MultiHeadSelfAttention`,
+    `keras.layers.MultiHeadAttention` and their subclasses, among them
+    KerasHub's `CachedMultiHeadAttention` (used by `BertBackbone`,
+    `GPT2Backbone` and most KerasHub transformers) and the attention of
+    `ViTBackbone`. They share one kernel layout: query, key and value
+    kernels `(dim, heads, head_dim)` (or `(kernel_size, dim, heads,
+    head_dim)` for a convolutional query and key) and an output kernel
+    `(heads, head_dim, dim)`; `attention_projections` returns them.
+
+    Args:
+        model: a Keras model or layer; an attention layer itself is included.
+
+    Returns:
+        dict `path -> layer`, ordered and keyed as by `find_layers`.
+
+    Example:
+
+    >>> x = keras.Input((5, 8))
+    >>> y = MultiHeadSelfAttention(2, 4, name="first")(x)
+    >>> y = keras.layers.MultiHeadAttention(2, 4, name="second")(y, y)
+    >>> list(find_attention_layers(keras.Model(x, y)))
+    ['first', 'second']
+    """
+    return find_layers(model, ATTENTION_TYPES)
+
+
+def attention_projections(layer: keras.layers.Layer) -> dict[str, keras.layers.Layer]:
+    """The query, key, value and output projections of an attention layer.
+
+    Args:
+        layer: a built layer of one of the types of `find_attention_layers`.
+
+    Returns:
+        dict with keys `"query"`, `"key"`, `"value"` and `"output"`; each
+        value has a `kernel` and a `bias` (`None` without bias).
+
+    Example:
+
+    >>> layer = MultiHeadSelfAttention(2, 4)
+    >>> _ = layer(np.ones((1, 3, 8)))
+    >>> {role: tuple(dense.kernel.shape) for role, dense in attention_projections(layer).items()}
+    {'query': (8, 2, 4), 'key': (8, 2, 4), 'value': (8, 2, 4), 'output': (2, 4, 8)}
+    """
+    if not isinstance(layer, ATTENTION_TYPES):
+        raise ValueError(
+            "`layer` must be a MultiHeadSelfAttention or keras.layers.MultiHeadAttention. "
+            f"Received: layer={type(layer).__name__} named {getattr(layer, 'name', None)!r}"
+        )
+    if not layer.built:
+        raise ValueError(
+            f"Layer {layer.name!r} is not built: call the model on data (or build it) "
+            f"first. Received: built={layer.built}"
+        )
+    return {
+        "query": layer.query_dense,
+        "key": layer.key_dense,
+        "value": layer.value_dense,
+        "output": layer.output_dense,
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class FeedForwardLayers:
+    """The two `Dense` layers of a transformer block's feed-forward network.
+
+    Args:
+        hidden: the first `Dense` layer, `f(x K + b)`.
+        output: the second `Dense` layer, `m V + c`.
+        norm: the layer norm applied before `hidden` in a pre-norm block,
+            whose input is the residual stream; `None` in a post-norm block,
+            where the input of `hidden` is the residual stream.
+    """
+
+    hidden: keras.layers.Layer
+    output: keras.layers.Layer
+    norm: keras.layers.Layer | None = None
+
+
+def find_feed_forward_layers(model: keras.layers.Layer) -> dict[str, FeedForwardLayers]:
+    """The feed-forward networks of the transformer blocks of a model, in model order.
+
+    The blocks recognised are keras_attn's `TransformerBlock`, KerasHub's
+    `TransformerEncoder` and `TransformerDecoder` (the blocks of
+    `BertBackbone`, `GPT2Backbone` and many more) and the encoder block of
+    KerasHub's `ViTBackbone`.
+
+    Args:
+        model: a built Keras model or layer.
+
+    Returns:
+        dict `block path -> FeedForwardLayers`, ordered and keyed as by
+        `find_layers`.
+
+    Example:
+
+    >>> x = keras.Input((3, 8))
+    >>> model = keras.Model(x, TransformerBlock(2, 16, name="block")(x))
+    >>> layers = find_feed_forward_layers(model)["block"]
+    >>> layers.hidden.name, layers.output.name, layers.norm.name
+    ('mlp_hidden', 'mlp_output', 'mlp_norm')
+    """
+    found = {}
+    for path, layer in find_layers(model, keras.layers.Layer).items():
+        feed_forward = _feed_forward_of(layer)
+        if feed_forward is not None:
+            found[path] = feed_forward
+    return found
+
+
+def _feed_forward_of(block):
+    """The `FeedForwardLayers` of a known transformer block, else `None`."""
+    if isinstance(block, TransformerBlock):
+        norm = block.mlp_norm if block.norm_first else None
+        return FeedForwardLayers(block.mlp_hidden, block.mlp_output, norm)
+    if hasattr(block, "_feedforward_intermediate_dense"):  # KerasHub Transformer{En,De}coder
+        norm = block._feedforward_layer_norm if block.normalize_first else None
+        return FeedForwardLayers(
+            block._feedforward_intermediate_dense, block._feedforward_output_dense, norm
+        )
+    mlp = getattr(block, "mlp", None)
+    if type(block).__name__ == "ViTEncoderBlock" and mlp is not None:  # KerasHub ViT (pre-norm)
+        return FeedForwardLayers(mlp.dense_1, mlp.dense_2, block.layer_norm_2)
+    return None
+
+
+@contextlib.contextmanager
+def intercept_calls(
+    layers: Iterable[keras.layers.Layer],
+    interceptor: Callable[..., Any],
+) -> Iterator[None]:
+    """Routes every call of the given layers through `interceptor` inside a `with` block.
+
+    Inside the block, a call `layer(*args, **kwargs)` runs
+    `interceptor(layer, call, *args, **kwargs)`, where `call` is the layer's
+    own `call`: the interceptor returns the layer's outputs, typically
+    `call(*args, **kwargs)` with changed arguments, or after recording them.
+    Keras' `__call__` (building, masks, dtype casts) is unchanged around it.
+    On leaving the block, normally or by an exception, every layer gets its
+    own `call` back. Blocks nest: an inner interceptor on the same layer
+    wraps the outer one. Works on every backend, for eager calls and for the
+    backend's autodiff (`jax.grad` traces the intercepted calls); a function
+    compiled inside the block keeps the interceptor it traced.
+
+    This is the one place keras_attn changes a layer's computation from
+    outside: `gate_heads` and `record_calls` are built on it.
+
+    Args:
+        layers: iterable of Keras layers (a layer listed twice is
+            intercepted once).
+        interceptor: callable `interceptor(layer, call, *args, **kwargs)`
+            returning the layer's outputs.
+
+    Yields:
+        None.
+
+    Example:
+
+    >>> dense = keras.layers.Dense(2, kernel_initializer="ones")
+    >>> def doubled_inputs(layer, call, inputs, *args, **kwargs):
+    ...     return call(inputs * 2.0, *args, **kwargs)
+    >>> with intercept_calls([dense], doubled_inputs):
+    ...     keras.ops.convert_to_numpy(dense(np.ones((1, 3)))).tolist()
+    [[6.0, 6.0]]
+    """
+    layers = list({id(layer): layer for layer in layers}.values())
+    for layer in layers:
+        if not isinstance(layer, keras.layers.Layer):
+            raise ValueError(f"`layers` must hold Keras layers. Received: {layer!r} in layers")
+    if not callable(interceptor):
+        raise ValueError(f"`interceptor` must be callable. Received: interceptor={interceptor!r}")
+    installed = []
+    try:
+        for layer in layers:
+            # An instance-level `call` is an enclosing block's interceptor, restored on exit.
+            installed.append((layer, vars(layer).get("call")))
+            layer.call = _intercepted(layer, layer.call, interceptor)
+        yield
+    finally:
+        for layer, previous in reversed(installed):
+            if previous is None:
+                del layer.call
+            else:
+                layer.call = previous
+
+
+def _intercepted(layer, call, interceptor):
+    def intercepted_call(*args, **kwargs):
+        return interceptor(layer, call, *args, **kwargs)
+
+    return intercepted_call
+
+
+@contextlib.contextmanager
+def record_calls(
+    layers: Iterable[keras.layers.Layer],
+) -> Iterator[dict[keras.layers.Layer, list[tuple[Tensor, Tensor]]]]:
+    """Records the first input and the outputs of every call of the given layers.
+
+    Args:
+        layers: iterable of Keras layers.
+
+    Yields:
+        dict `layer -> list of (first positional input, outputs)`, one entry
+        per call made inside the block, in call order; it keeps its entries
+        after the block.
+
+    Example:
+
+    >>> dense = keras.layers.Dense(2)
+    >>> with record_calls([dense]) as records:
+    ...     _ = dense(np.ones((1, 3)))
+    >>> [tuple(outputs.shape) for _, outputs in records[dense]]
+    [(1, 2)]
+    """
+    layers = list(layers)
+    records = {layer: [] for layer in layers}
+
+    def record(layer, call, inputs, *args, **kwargs):
+        outputs = call(inputs, *args, **kwargs)
+        records[layer].append((inputs, outputs))
+        return outputs
+
+    with intercept_calls(layers, record):
+        yield records
+
+
+@contextlib.contextmanager
+def gate_heads(
+    layers: Mapping[str, keras.layers.Layer],
+    make_gate: Callable[[str, Tensor], Tensor],
+) -> Iterator[dict[str, list[Tensor]]]:
+    """Multiplies the output of every head, at every token, by a gate.
+
+    Inside the block, each call of an attention layer multiplies the input of
+    its output projection, the heads' outputs `(batch, length, heads,
+    head_dim)`, by `make_gate(name, ones)`, where `ones` has shape
+    `(batch, length, heads, 1)`; the gradient of a loss with respect to a
+    gate of ones is the per-token head-mask gradient of Michel et al. (2019).
+
+    Args:
+        layers: dict `name -> attention layer`, as from `find_attention_layers`.
+        make_gate: callable `make_gate(name, ones)` returning the gate of
+            layer `name`, broadcastable to `(batch, length, heads, head_dim)`.
+
+    Yields:
+        dict `name -> list of the gates`, one per call of the layer made
+        inside the block.
+
+    Example:
+
+    >>> layer = MultiHeadSelfAttention(2, 4, name="attention")
+    >>> x = np.ones((1, 3, 8))
+    >>> _ = layer(x)
+    >>> with gate_heads({"attention": layer}, lambda name, ones: ones * 0.0) as gates:
+    ...     float(keras.ops.max(keras.ops.abs(layer(x) - layer.output_dense.bias)))
+    0.0
+    >>> [tuple(gate.shape) for gate in gates["attention"]]
+    [(1, 3, 2, 1)]
+    """
+    gates = {name: [] for name in layers}
+    names = {id(attention_projections(layer)["output"]): name for name, layer in layers.items()}
+
+    def gated(projection, call, inputs, *args, **kwargs):
+        name = names[id(projection)]
+        gate = make_gate(name, keras.ops.ones_like(inputs[..., :1]))  # (batch, length, heads, 1)
+        gates[name].append(gate)
+        return call(inputs * gate, *args, **kwargs)
+
+    projections = [attention_projections(layer)["output"] for layer in layers.values()]
+    with intercept_calls(projections, gated):
+        yield gates

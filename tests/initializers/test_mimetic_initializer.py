@@ -1,13 +1,14 @@
 import json
 
 import keras
+import keras_hub
 import numpy as np
 import pytest
 
 from keras_attn.analysis import diagonal_statistics, query_key_products, value_output_products
 from keras_attn.initializers import MimeticInitializer, apply_mimetic_init
 from keras_attn.initializers.mimetic_initializer import QUERY_KEY_STREAM, VALUE_OUTPUT_STREAM
-from keras_attn.layers import MultiHeadSelfAttention, TransformerBlock
+from keras_attn.layers import LogSparseAttention, MultiHeadSelfAttention, TransformerBlock
 from keras_attn.models import build_vision_transformer
 from keras_attn.pruning import attention_layers
 
@@ -272,6 +273,91 @@ def test_apply_rejects_unusable_models():
         apply_mimetic_init(cross)
     with pytest.raises(ValueError, match="Received: initializer='glorot_uniform'"):
         apply_mimetic_init(cross, "glorot_uniform")
+
+
+def _numpy_weights(model):
+    return [keras.ops.convert_to_numpy(weight) for weight in model.weights]
+
+
+def test_convolutional_query_and_key_get_the_mimetic_kernels_on_the_current_tap():
+    x = keras.Input((6, 8))
+    first = MultiHeadSelfAttention(2, 4, name="first")
+    convolutional = LogSparseAttention(2, 4, kernel_size=3, name="convolutional")
+    model = keras.Model(x, convolutional(first(x)))
+    initializer = MimeticInitializer(seed=3)
+    assert apply_mimetic_init(model, initializer) == [first, convolutional]
+    expected = _kernels(initializer, dim=8, heads=2, head_dim=4, layer_index=1)
+    for role in ("query", "key"):
+        kernel = keras.ops.convert_to_numpy(getattr(convolutional, f"{role}_dense").kernel)
+        assert kernel.shape == (3, 8, 2, 4)
+        np.testing.assert_array_equal(kernel[:2], np.zeros((2, 8, 2, 4)))
+        np.testing.assert_allclose(kernel[2], expected[role], atol=1e-6)
+    # So the layer starts as its position-wise (kernel_size=1) version with those kernels.
+    pointwise = LogSparseAttention(2, 4, name="pointwise")
+    inputs = np.random.default_rng(1).normal(size=(2, 6, 8)).astype("float32")
+    pointwise(inputs)
+    pointwise.set_weights([w[-1] if w.ndim == 4 else w for w in _numpy_weights(convolutional)])
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(convolutional(inputs)),
+        keras.ops.convert_to_numpy(pointwise(inputs)),
+        atol=1e-5,
+    )
+
+
+def test_a_layer_that_cannot_be_handled_is_named_before_any_weight_changes():
+    x, context = keras.Input((3, 8)), keras.Input((5, 6))
+    attended = MultiHeadSelfAttention(2, 4, name="good")(x)
+    cross = keras.layers.MultiHeadAttention(2, 4, name="cross")
+    model = keras.Model([x, context], cross(attended, context))
+    before = _numpy_weights(model)
+    with pytest.raises(ValueError, match="Layer 'cross'.*Received: query=\\(8, 2, 4\\)"):
+        apply_mimetic_init(model, MimeticInitializer(seed=0))
+    for old, new in zip(before, _numpy_weights(model), strict=True):
+        np.testing.assert_array_equal(old, new)
+
+
+class _KerasAttentionModel(keras.Model):
+    """A subclassed model on `keras.layers.MultiHeadAttention`."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.attentions = [keras.layers.MultiHeadAttention(2, 4, name=f"mha_{i}") for i in range(2)]
+
+    def call(self, x):
+        for attention in self.attentions:
+            x = attention(x, x)
+        return x
+
+
+def _keras_hub_backbones():
+    text = {"num_layers": 2, "num_heads": 2, "hidden_dim": 8, "intermediate_dim": 16}
+    return {
+        "bert": keras_hub.models.BertBackbone(30, max_sequence_length=8, **text),
+        "gpt2": keras_hub.models.GPT2Backbone(30, max_sequence_length=8, **text),
+        "vit": keras_hub.models.ViTBackbone(
+            (8, 8, 3), patch_size=4, num_layers=2, num_heads=2, hidden_dim=8, mlp_dim=16
+        ),
+    }
+
+
+def test_apply_to_keras_hub_backbones_and_a_subclassed_keras_model():
+    subclassed = _KerasAttentionModel()
+    subclassed(np.zeros((1, 3, 8), "float32"))
+    models = {**_keras_hub_backbones(), "subclassed": subclassed}
+    initializer = MimeticInitializer(seed=2)
+    for name, model in models.items():
+        before = {id(w): keras.ops.convert_to_numpy(w) for w in model.weights}
+        layers = apply_mimetic_init(model, initializer)
+        assert layers == list(attention_layers(model).values()) and len(layers) == 2, name
+        attention_weights = {id(w) for layer in layers for w in layer.weights}
+        for weight in model.weights:
+            if id(weight) not in attention_weights:
+                np.testing.assert_array_equal(before[id(weight)], weight)
+        for index, layer in enumerate(layers):
+            expected = _kernels(initializer, dim=8, heads=2, head_dim=4, layer_index=index)
+            for role in ("query", "output"):
+                kernel = keras.ops.convert_to_numpy(getattr(layer, f"{role}_dense").kernel)
+                np.testing.assert_allclose(kernel, expected[role], atol=1e-6, err_msg=name)
 
 
 def test_member_as_kernel_initializer_of_einsum_dense():

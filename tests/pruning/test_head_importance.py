@@ -1,4 +1,5 @@
 import keras
+import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -34,19 +35,25 @@ def _attention_model(kind):
     return keras.Model(x, y)
 
 
-def _reference_importance(layer):
-    """Official formula: mean over examples of sum over tokens of |<ctx_h, dL/dctx_h>|.
+def _head_sums(layer, x, c):
+    """`(batch, heads)`: per example, the sum over tokens of |<ctx_h, dL_b/dctx_h>|.
 
-    With L = sum(C * output), <ctx_h, dL/dctx_h> = sum_e C * (ctx_h W_o[h]), and
+    With L_b = sum(C_b * output_b), <ctx_h, dL_b/dctx_h> = sum_e C * (ctx_h W_o[h]), and
     ctx_h W_o[h] is the output with only head h kept, minus the output bias.
     """
     bias = ops.convert_to_numpy(layer.output_dense.bias)
-    scores = []
-    for head in range(3):
-        only_head, _ = self_attention_reference(X, layer, head_mask=np.eye(3)[head])
-        per_token = ((only_head - bias) * C).sum(-1)  # (batch, length)
-        scores.append(np.abs(per_token).sum(-1).mean())
-    return np.array(scores)
+    sums = []
+    for head in range(layer.num_heads):
+        only_head, _ = self_attention_reference(x, layer, head_mask=np.eye(layer.num_heads)[head])
+        per_token = ((only_head - bias) * c).sum(-1)  # (batch, length)
+        sums.append(np.abs(per_token).sum(-1))
+    return np.stack(sums, axis=-1)
+
+
+def _official(sums, batch_sizes, divisor):
+    """The official accumulation: each batch's loss is its mean, so example b weighs 1/B_k."""
+    weights = np.concatenate([np.full(size, 1.0 / size) for size in batch_sizes])
+    return (weights[:, None] * sums).sum(0) / divisor
 
 
 @pytest.mark.backend_agnostic
@@ -54,9 +61,8 @@ def _reference_importance(layer):
 def test_matches_official_formula(kind):
     model = _attention_model(kind)
     scores = head_importance(model, [(X, C)], linear_loss, normalize=False)
-    np.testing.assert_allclose(
-        scores["attention"], _reference_importance(model.get_layer("attention")), rtol=1e-4
-    )
+    expected = _official(_head_sums(model.get_layer("attention"), X, C), [3], divisor=3)
+    np.testing.assert_allclose(scores["attention"], expected, rtol=1e-4)
 
 
 def _parallel_attention_model():
@@ -70,8 +76,8 @@ def _parallel_attention_model():
 
 @pytest.mark.parametrize("with_mask", [False, True])
 def test_unnormalized_scaling_follows_the_official_code(with_mask):
-    # With L = sum(C * (A_1(x) + A_2(x))) each layer's score is the sum over
-    # examples and tokens of |<ctx_h, dL/dctx_h>| (the hand formula above);
+    # With L = mean_b sum(C_b * (A_1(x_b) + A_2(x_b))) each layer's score sums
+    # |<ctx_h, dL/dctx_h>| over examples and tokens (the hand formula above);
     # the official code divides the last layer's by the number of examples (3)
     # and every other layer's by the number of real tokens (15, or 11 masked).
     model = _parallel_attention_model()
@@ -82,20 +88,50 @@ def test_unnormalized_scaling_follows_the_official_code(with_mask):
     scores = head_importance(model, [(X, C)], linear_loss, normalize=False, token_mask=token_mask)
     assert list(scores) == ["first", "last"]
     for name, divisor in (("first", real.sum()), ("last", 3)):
-        summed = 3 * _reference_importance(model.get_layer(name))  # sum over examples
-        np.testing.assert_allclose(scores[name], summed / divisor, rtol=1e-4)
+        expected = _official(_head_sums(model.get_layer(name), X, C), [3], divisor)
+        np.testing.assert_allclose(scores[name], expected, rtol=1e-4)
 
 
-def test_batches_average_over_examples():
-    model = _attention_model("core")
-    whole = head_importance(model, [(X, C)], linear_loss, normalize=False)
-    split = head_importance(model, [(X[:1], C[:1]), (X[1:], C[1:])], linear_loss, normalize=False)
-    np.testing.assert_allclose(split["attention"], whole["attention"], rtol=1e-5)
+def _nested_parallel_encoder():
+    """A classifier calling an encoder `y = A_1(x m) + A_2(x m)` as one layer (m: padding)."""
+    keras.utils.set_random_seed(6)
+    x, mask = keras.Input((5, 8), name="inputs"), keras.Input((5,), name="padding_mask")
+    real = x * keras.ops.expand_dims(mask, -1)
+    first = MultiHeadSelfAttention(3, 4, name="first")(real)
+    last = keras.layers.MultiHeadAttention(3, 4, name="last")(real, real)
+    encoder = keras.Model([x, mask], keras.layers.Add()([first, last]), name="encoder")
+    outer = {"inputs": keras.Input((5, 8)), "padding_mask": keras.Input((5,))}
+    return keras.Model(outer, encoder([outer["inputs"], outer["padding_mask"]]))
+
+
+@pytest.mark.backend_agnostic
+def test_nested_encoder_with_a_partial_last_batch_equals_the_official_quantity():
+    # Batches of 8, 8 and 4 examples with padding: the last batch's examples weigh 1/4, the
+    # others' 1/8. The encoder's first layer is divided by the real tokens (the padding mask
+    # of the inputs, by default), its last by the examples; Keras' recursive layer listing
+    # reverses the nested encoder's layers, which would swap the two divisors.
+    model = _nested_parallel_encoder()
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(20, 5, 8)).astype("float32")
+    c = rng.normal(size=(20, 5, 8)).astype("float32")
+    mask = (np.arange(5) < rng.integers(2, 6, size=(20, 1))).astype("float32")  # (20, 5)
+    bounds = [(0, 8), (8, 16), (16, 20)]
+    data = [({"inputs": x[i:j], "padding_mask": mask[i:j]}, c[i:j]) for i, j in bounds]
+    scores = head_importance(model, data, linear_loss, normalize=False)
+    assert list(scores) == ["encoder/first", "encoder/last"]
+    encoder = model.get_layer("encoder")
+    real = x * mask[..., None]
+    for name, divisor in (("first", mask.sum()), ("last", 20)):
+        expected = _official(_head_sums(encoder.get_layer(name), real, c), [8, 8, 4], divisor)
+        np.testing.assert_allclose(scores[f"encoder/{name}"], expected, rtol=1e-4)
+    normalized = head_importance(model, data, linear_loss)
+    for name, score in scores.items():
+        np.testing.assert_allclose(normalized[name], score / np.linalg.norm(score), rtol=1e-4)
 
 
 @pytest.mark.filterwarnings("ignore:You are using a softmax")
 def test_per_example_gradient_of_the_core_head_mask():
-    """With one token, the score is mean_b |dL_b / d head_mask[b, h]|."""
+    """With one token, the score is mean_b |dL / d head_mask[b, h]|, L the batch mean."""
     keras.utils.set_random_seed(2)
     x, mask = keras.Input((1, 8)), keras.Input((2,))
     attended = MultiHeadSelfAttention(2, 4, name="attention")(x, head_mask=mask)
@@ -107,7 +143,7 @@ def test_per_example_gradient_of_the_core_head_mask():
     ones = tf.ones((4, 2))
     with tf.GradientTape() as tape:
         tape.watch(ones)
-        total = tf.reduce_sum(loss.call(labels, model([tf.constant(inputs), ones])))
+        total = tf.reduce_mean(loss.call(labels, model([tf.constant(inputs), ones])))
     expected = np.abs(tape.gradient(total, ones).numpy()).mean(0)
     scores = head_importance(model, [([inputs, np.ones((4, 2))], labels)], loss, normalize=False)
     np.testing.assert_allclose(scores["attention"], expected, rtol=1e-4)
@@ -178,3 +214,69 @@ def test_requires_attention_layers():
     x = keras.Input((4,))
     with pytest.raises(ValueError, match="Received: model="):
         head_importance(keras.Model(x, keras.layers.Dense(2)(x)), [], "mse")
+
+
+class _SubclassedParallel(keras.Model):
+    """A subclassed model on `keras.layers.MultiHeadAttention`: y = A_1(x) + A_2(x)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.first = keras.layers.MultiHeadAttention(3, 4, name="first")
+        self.last = keras.layers.MultiHeadAttention(3, 4, name="last")
+
+    def call(self, x):
+        return self.first(x, x) + self.last(x, x)
+
+
+@pytest.mark.backend_agnostic
+def test_subclassed_keras_attention_model_equals_the_official_quantity():
+    keras.utils.set_random_seed(8)
+    model = _SubclassedParallel()
+    model(X)
+    data = [(X[:2], C[:2]), (X[2:], C[2:])]
+    scores = head_importance(model, data, linear_loss, normalize=False)
+    assert list(scores) == ["first", "last"]
+    for name, divisor in (("first", 15), ("last", 3)):
+        layer = getattr(model, name)
+        expected = _official(_head_sums(layer, X, C), [2, 1], divisor)
+        np.testing.assert_allclose(scores[name], expected, rtol=1e-4)
+
+
+def _keras_hub_case(name):
+    """A tiny KerasHub backbone (random weights), one batch and a linear loss."""
+    rng = np.random.default_rng(9)
+    text = {"num_layers": 2, "num_heads": 2, "hidden_dim": 8, "intermediate_dim": 16}
+    padding_mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
+    tokens = {"token_ids": rng.integers(1, 30, (2, 5)), "padding_mask": padding_mask}
+    if name == "bert":
+        model = keras_hub.models.BertBackbone(30, max_sequence_length=8, **text)
+        x = {**tokens, "segment_ids": np.zeros((2, 5), "int32")}
+        return model, x, lambda y, out: ops.sum(y * out["sequence_output"], axis=(1, 2))
+    if name == "gpt2":
+        return keras_hub.models.GPT2Backbone(30, max_sequence_length=8, **text), tokens, None
+    model = keras_hub.models.ViTBackbone(
+        (8, 8, 3), patch_size=4, num_layers=2, num_heads=2, hidden_dim=8, mlp_dim=16
+    )
+    return model, rng.normal(size=(2, 8, 8, 3)).astype("float32"), None
+
+
+@pytest.mark.backend_agnostic
+@pytest.mark.parametrize("name", ["bert", "gpt2", "vit"])
+def test_keras_hub_backbones_in_model_order(name):
+    model, x, loss = _keras_hub_case(name)
+    outputs = model(x)
+    sequence = outputs["sequence_output"] if isinstance(outputs, dict) else outputs
+    target = np.random.default_rng(1).normal(size=sequence.shape).astype("float32")
+    loss = loss or linear_loss
+    scores = head_importance(model, [(x, target)], loss, normalize=False)
+    layers = list(attention_layers(model))
+    assert list(scores) == layers and len(layers) == 2
+    assert all(np.all(np.isfinite(score)) and np.any(score > 0) for score in scores.values())
+    assert head_mask_array(model, {layers[1]: [1]}).tolist() == [[1, 1], [1, 0]]
+    if name == "bert":
+        every = head_importance(
+            model, [(x, target)], loss, normalize=False, token_mask=lambda x: np.ones((2, 5))
+        )
+        # By default the first layer is divided by the real tokens, 8 of 10 here.
+        np.testing.assert_allclose(scores[layers[0]] * 8, every[layers[0]] * 10, rtol=1e-5)
+        np.testing.assert_allclose(scores[layers[1]], every[layers[1]], rtol=1e-5)

@@ -6,9 +6,11 @@ from keras_attn.layers import MultiHeadSelfAttention
 from keras_attn.models import build_bert_encoder
 from keras_attn.pruning import (
     attention_layers,
+    head_importance,
     head_mask_array,
     iterative_pruning,
     measure_throughput,
+    prune_heads,
     pruned_models,
     pruning_curve,
     scores_of_kept_heads,
@@ -16,6 +18,7 @@ from keras_attn.pruning import (
     single_head_ablations,
     throughput,
 )
+from keras_attn.utils import gate_heads
 
 
 def _tiny_model(heads=(3, 3)):
@@ -115,3 +118,31 @@ def test_throughput_is_examples_per_median_second(monkeypatch):
     monkeypatch.setattr(throughput, "median_seconds", lambda calls, repeats: [0.5, 0.25])
     inputs = np.zeros((6, 4, 8), "float32")
     assert measure_throughput(list(models.values()), inputs, 2) == [12.0, 24.0]
+
+
+@pytest.mark.backend_agnostic
+def test_iterative_pruning_of_keras_attention_equals_gating_the_removed_heads():
+    """A functional model on `keras.layers.MultiHeadAttention`, pruned with re-scoring."""
+    keras.utils.set_random_seed(11)
+    x = keras.Input((4, 8))
+    y = keras.layers.MultiHeadAttention(4, 2, name="first")(x, x)
+    model = keras.Model(x, keras.layers.MultiHeadAttention(4, 2, name="second")(y, y))
+    rng = np.random.default_rng(12)
+    inputs, targets = (rng.normal(size=(3, 4, 8)).astype("float32") for _ in range(2))
+
+    def loss(y_true, y_pred):
+        return keras.ops.sum(y_true * y_pred, axis=(1, 2))
+
+    def rescore(pruned):
+        return head_importance(pruned, [(inputs, targets)], loss)
+
+    scores = head_importance(model, [(inputs, targets)], loss)
+    _, steps = iterative_pruning(model, scores, [0.25, 0.5], rescore, dict)
+    assert [sum(map(len, step.values())) for step in steps] == [2, 4]
+    removed = steps[-1]
+    pruned = prune_heads(model, removed)
+    layers = attention_layers(model)
+    masks = {name: np.isin(np.arange(4), removed.get(name, []), invert=True) for name in layers}
+    with gate_heads(layers, lambda name, ones: ones * masks[name][:, None].astype("float32")):
+        masked = keras.ops.convert_to_numpy(model(inputs))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(pruned(inputs)), masked, atol=1e-5)

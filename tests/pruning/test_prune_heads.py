@@ -1,4 +1,5 @@
 import keras
+import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -6,6 +7,7 @@ import tensorflow as tf
 from keras_attn.layers import ConvolutionalSelfAttention, MultiHeadSelfAttention, TransformerBlock
 from keras_attn.models import build_bert_encoder, build_t2t_vit, build_vision_transformer
 from keras_attn.pruning import attention_layers, prune_heads
+from keras_attn.utils import gate_heads
 
 HEADS = {"layer_0/attention": [0, 2], "layer_1/attention": [1, 2, 3]}
 ROWS = {"layer_0/attention": 0, "layer_1/attention": 1}
@@ -149,7 +151,9 @@ def test_pruned_t2t_vit_blocks_equal_zeroed_heads_and_token_layers_are_refused()
     images = np.random.default_rng(5).normal(size=(2, 12, 12)).astype("float32")
     np.testing.assert_allclose(pruned(images), model(images), atol=1e-5)
     token_attention = next(name for name in attention_layers(model) if "token_layer" in name)
-    with pytest.raises(ValueError, match="top-level TransformerBlocks"):
+    with pytest.raises(
+        ValueError, match="cannot rebuild .*token_layer_0/attention.*TokenTransformer"
+    ):
         prune_heads(model, {token_attention: [0]})
 
 
@@ -191,3 +195,59 @@ def test_subclassed_model_is_refused():
 
     with pytest.raises(ValueError, match="Received: model=Tiny"):
         prune_heads(Tiny(), {})
+
+
+@pytest.mark.backend_agnostic
+def test_encoder_nested_in_a_classifier_is_pruned_inside(tmp_path):
+    encoder = _encoder(head_mask=True)
+    inputs = {
+        name: keras.Input(tensor.shape[1:], dtype=tensor.dtype, name=name)
+        for name, tensor in encoder.input.items()
+    }
+    logits = keras.layers.Dense(3, name="logits")(encoder(inputs)["sentence_embedding"])
+    classifier = keras.Model(inputs, logits)
+    heads = {f"{encoder.name}/{name}": removed for name, removed in HEADS.items()}
+    pruned = prune_heads(classifier, heads)
+    nested = pruned.get_layer(encoder.name)
+    assert [nested.get_layer(f"layer_{i}").attention.num_heads for i in range(2)] == [2, 1]
+    assert list(attention_layers(pruned)) == list(attention_layers(classifier))
+    masked = _inputs(_mask(HEADS, (2, 4)))
+    expected = keras.ops.convert_to_numpy(classifier(masked))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(pruned(masked)), expected, atol=1e-5)
+    pruned.save(tmp_path / "pruned.keras")
+    reloaded = keras.saving.load_model(tmp_path / "pruned.keras")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(masked)), expected, atol=1e-5)
+
+
+@pytest.mark.backend_agnostic
+def test_keras_attention_layers_of_a_keras_hub_backbone_are_refused_by_name():
+    backbone = keras_hub.models.BertBackbone(
+        30, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8
+    )
+    name = "transformer_layer_1/self_attention_layer"
+    assert name in attention_layers(backbone)
+    with pytest.raises(
+        ValueError, match=f"cannot rebuild the attention layer '{name}'.*TransformerEncoder"
+    ):
+        prune_heads(backbone, {name: [0]})
+
+
+@pytest.mark.backend_agnostic
+def test_sequential_blocks_nested_in_a_functional_model_are_pruned():
+    keras.utils.set_random_seed(13)
+    blocks = [TransformerBlock(4, 16, name=f"block_{i}") for i in range(2)]
+    stack = keras.Sequential([keras.Input((5, 8)), *blocks], name="stack")
+    x = keras.Input((5, 8))
+    model = keras.Model(x, keras.layers.Dense(2, name="logits")(stack(x)))
+    pruned = prune_heads(model, {"stack/block_1/attention": [0, 3]})
+    nested = pruned.get_layer("stack")
+    assert isinstance(nested, keras.Sequential)
+    assert [nested.get_layer(f"block_{i}").attention.num_heads for i in range(2)] == [4, 2]
+    inputs = np.random.default_rng(14).normal(size=(2, 5, 8)).astype("float32")
+    mask = np.array([0.0, 1.0, 1.0, 0.0], "float32")
+    with gate_heads({"block_1": blocks[1].attention}, lambda name, ones: ones * mask[:, None]):
+        expected = keras.ops.convert_to_numpy(model(inputs))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(pruned(inputs)), expected, atol=1e-5)
+    alone = prune_heads(stack, {"block_0/attention": [1]})
+    assert isinstance(alone, keras.Sequential)
+    assert alone.get_layer("block_0").attention.num_heads == 3

@@ -1,6 +1,8 @@
-"""`find_layers` lists nested layers in the order the model runs them."""
+"""`find_layers` lists nested layers in the order the model runs them;
+`intercept_calls` and what is built on it reach inside them and always let go."""
 
 import keras
+import keras_hub
 import numpy as np
 import pytest
 
@@ -8,7 +10,15 @@ from keras_attn.analysis import transformer_block_sites
 from keras_attn.layers import MultiHeadSelfAttention, TransformerBlock
 from keras_attn.models import build_bert_encoder
 from keras_attn.pruning import attention_layers
-from keras_attn.utils import find_layers
+from keras_attn.testing.reference import self_attention_reference
+from keras_attn.utils import (
+    find_attention_layers,
+    find_feed_forward_layers,
+    find_layers,
+    gate_heads,
+    intercept_calls,
+    record_calls,
+)
 
 pytestmark = pytest.mark.backend_agnostic
 
@@ -134,3 +144,121 @@ def test_two_layers_on_one_path_are_refused():
 
     with pytest.raises(ValueError, match="path 'attention'.*Received: model='twins'"):
         attention_layers(Twins())
+
+
+def _keras_hub_backbones():
+    """Tiny KerasHub backbones built from their constructors, random weights."""
+    text = {"num_layers": 2, "num_heads": 2, "hidden_dim": 8, "intermediate_dim": 16}
+    return {
+        "bert": keras_hub.models.BertBackbone(30, max_sequence_length=8, **text),
+        "gpt2": keras_hub.models.GPT2Backbone(30, max_sequence_length=8, **text),
+        "vit": keras_hub.models.ViTBackbone(
+            (8, 8, 3), patch_size=4, num_layers=2, num_heads=2, hidden_dim=8, mlp_dim=16
+        ),
+    }
+
+
+def test_keras_hub_backbones_in_model_order():
+    backbones = _keras_hub_backbones()
+    attention = {name: list(find_attention_layers(model)) for name, model in backbones.items()}
+    assert attention == {
+        "bert": [f"transformer_layer_{i}/self_attention_layer" for i in range(2)],
+        "gpt2": [f"transformer_layer_{i}/self_attention" for i in range(2)],
+        "vit": [f"vit_encoder/transformer_block_{i}/mha" for i in (1, 2)],
+    }
+    names = {
+        name: {
+            path: (ffn.hidden.name, ffn.output.name, ffn.norm and ffn.norm.name)
+            for path, ffn in find_feed_forward_layers(model).items()
+        }
+        for name, model in backbones.items()
+    }
+    dense = ("feedforward_intermediate_dense", "feedforward_output_dense")
+    assert names == {
+        "bert": {f"transformer_layer_{i}": (*dense, None) for i in range(2)},  # post-norm
+        "gpt2": {f"transformer_layer_{i}": (*dense, "feedforward_layer_norm") for i in range(2)},
+        "vit": {
+            f"vit_encoder/transformer_block_{i}": ("dense_1", "dense_2", "ln_2") for i in (1, 2)
+        },
+    }
+
+
+def test_feed_forward_layers_of_an_encoder_nested_in_a_classifier():
+    encoder, classifier = _nested_encoder()
+    found = find_feed_forward_layers(classifier)
+    assert list(found) == [f"encoder/layer_{i}" for i in range(3)]
+    for path, ffn in found.items():
+        block = encoder.get_layer(path.split("/")[1])
+        assert (ffn.hidden, ffn.output, ffn.norm) == (block.mlp_hidden, block.mlp_output, None)
+
+
+def test_recorded_feed_forward_activations_of_gpt2():
+    model = _keras_hub_backbones()["gpt2"]
+    ffn = find_feed_forward_layers(model)["transformer_layer_1"]
+    inputs = {"token_ids": np.array([[1, 2, 3, 4]]), "padding_mask": np.ones((1, 4), "int32")}
+    with record_calls([ffn.norm, ffn.hidden, ffn.output]) as records:
+        model(inputs)
+    assert [len(records[layer]) for layer in (ffn.norm, ffn.hidden, ffn.output)] == [1, 1, 1]
+    (normed, hidden), (hidden_input, _) = records[ffn.hidden][0], records[ffn.output][0]
+    kernel, bias = (keras.ops.convert_to_numpy(w) for w in ffn.hidden.weights)
+    pre = keras.ops.convert_to_numpy(normed) @ kernel + bias  # (1, 4, 16)
+    expected = 0.5 * pre * (1 + np.tanh(np.sqrt(2 / np.pi) * (pre + 0.044715 * pre**3)))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(hidden), expected, atol=1e-5)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(hidden_input), keras.ops.convert_to_numpy(hidden)
+    )
+    assert all("call" not in vars(layer) for layer in (ffn.norm, ffn.hidden, ffn.output))
+
+
+def _doubling(layer, call, inputs, *args, **kwargs):
+    return call(inputs * 2.0, *args, **kwargs)
+
+
+def test_intercept_calls_nests_and_always_lets_go():
+    dense = keras.layers.Dense(1, kernel_initializer="ones", use_bias=False)
+    x = np.ones((1, 2), "float32")
+    calls = []
+
+    def counting(layer, call, inputs, *args, **kwargs):
+        calls.append(layer.name)
+        return call(inputs, *args, **kwargs)
+
+    with intercept_calls([dense, dense], counting):
+        with intercept_calls([dense], _doubling):
+            assert float(keras.ops.convert_to_numpy(dense(x))[0, 0]) == 4.0
+        assert float(keras.ops.convert_to_numpy(dense(x))[0, 0]) == 2.0
+    assert calls == [dense.name, dense.name]  # the layer listed twice is intercepted once
+    assert "call" not in vars(dense)
+    with pytest.raises(RuntimeError, match="inside"), intercept_calls([dense], _doubling):
+        raise RuntimeError("inside")
+    assert "call" not in vars(dense)
+    assert float(keras.ops.convert_to_numpy(dense(x))[0, 0]) == 2.0
+
+
+def test_intercept_calls_rejects_bad_arguments_before_installing():
+    dense = keras.layers.Dense(1)
+    with pytest.raises(ValueError, match="Received: 'dense' in layers"):
+        with intercept_calls([dense, "dense"], _doubling):
+            pass
+    with pytest.raises(ValueError, match="Received: interceptor=3"):
+        with intercept_calls([dense], 3):
+            pass
+    assert "call" not in vars(dense)
+
+
+@pytest.mark.parametrize("kind", ["core", "keras"])
+def test_gate_heads_equals_a_head_mask(kind):
+    keras.utils.set_random_seed(5)
+    if kind == "core":
+        layer = MultiHeadSelfAttention(3, 4, name="attention")
+    else:
+        layer = keras.layers.MultiHeadAttention(3, 4, name="attention")
+    x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
+    layer(x) if kind == "core" else layer(x, x)
+    head_mask = np.array([1.0, 0.0, 0.5], "float32")
+    with gate_heads({"attention": layer}, lambda name, ones: ones * head_mask[:, None]) as gates:
+        gated = layer(x) if kind == "core" else layer(x, x)
+    expected, _ = self_attention_reference(x, layer, head_mask=head_mask)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(gated), expected, atol=1e-5)
+    assert [tuple(gate.shape) for gate in gates["attention"]] == [(2, 5, 3, 1)]
+    assert "call" not in vars(layer.output_dense)
