@@ -161,7 +161,7 @@ class ConvertedAttentionBlock(keras.layers.Layer):
         self.layer = block
         self.built = True
 
-    def call(self, *args, **kwargs):
+    def call(self, *args, **kwargs) -> Any:
         return self.layer(*args, **kwargs)
 
     def get_config(self):

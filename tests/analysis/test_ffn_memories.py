@@ -12,6 +12,7 @@ from keras_attn.analysis import (
     value_top_tokens,
     value_vocabulary_distributions,
 )
+from keras_attn.interop import find_feed_forward_layers
 from keras_attn.models import build_decoder_language_model
 
 DIM, MEMORIES, LENGTH, EXAMPLES = 8, 4, 6, 20
@@ -302,7 +303,7 @@ def test_the_analysis_runs_on_the_library_lm_and_a_keras_hub_gpt2(source):
         model = build_decoder_language_model(
             30, 7, hidden_dim=16, num_layers=2, num_heads=2, intermediate_dim=24
         )
-        sites, inputs = transformer_block_sites(model), tokens
+        inputs = tokens
         embedding = keras.ops.convert_to_numpy(model.get_layer("token_embedding").embeddings).T
     else:
         import keras_hub
@@ -315,18 +316,13 @@ def test_the_analysis_runs_on_the_library_lm_and_a_keras_hub_gpt2(source):
             intermediate_dim=24,
             max_sequence_length=7,
         )
-        blocks = [model.get_layer(f"transformer_layer_{i}") for i in range(2)]
-        sites = [
-            FeedForwardSite(
-                block._feedforward_intermediate_dense,
-                block._feedforward_output_dense,
-                residual=block._feedforward_layer_norm,  # GPT-2 blocks are pre-norm
-                name=block.name,
-            )
-            for block in blocks
-        ]
         inputs = {"token_ids": tokens, "padding_mask": np.ones_like(tokens)}
         embedding = keras.ops.convert_to_numpy(model.token_embedding.embeddings).T
+    sites = [
+        FeedForwardSite(layers.hidden, layers.output, residual=layers.norm, name=path)
+        for path, layers in find_feed_forward_layers(model).items()
+    ]
+    assert len(sites) == 2
     next_tokens = np.concatenate([tokens[:, 1:], tokens[:, :1]], axis=1)
     analysis = analyze_memories(
         model, [(inputs, next_tokens)], embedding, sites, top_k=4, permutations=5, resamples=5
