@@ -15,6 +15,7 @@ from typing import Any
 
 import keras
 
+from keras_attn.interop.model_layers import attributes_holding, is_graph_model, replace_attributes
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 
 # Arguments of `MultiHeadSelfAttention` that the converted weights determine.
@@ -90,7 +91,7 @@ def convert_attention(model: keras.Model, **options: Any) -> keras.Model:
     Returns:
         The converted `keras.Model`.
     """
-    if not isinstance(model, keras.Model) or not _is_graph_model(model):
+    if not isinstance(model, keras.Model) or not is_graph_model(model):
         raise ValueError(
             "`model` must be a functional or Sequential Keras model; convert the attention "
             "layers of a subclassed model with `from_keras_attention`. Received: "
@@ -102,7 +103,7 @@ def convert_attention(model: keras.Model, **options: Any) -> keras.Model:
     def convert(layer):
         if isinstance(layer, keras.layers.MultiHeadAttention):
             return from_keras_attention(layer, **options)
-        if _attention_attributes(layer):
+        if attributes_holding(layer, keras.layers.MultiHeadAttention):
             return ConvertedAttentionBlock(layer, attention_options=options)
         copy = layer.__class__.from_config(layer.get_config())
         if getattr(layer, "weights", None):
@@ -175,36 +176,12 @@ class ConvertedAttentionBlock(keras.layers.Layer):
         return config
 
 
-def _is_graph_model(model):
-    """Whether `model` is `Sequential` or functional (built from a graph of inputs)."""
-    return isinstance(model, keras.Sequential) or hasattr(model, "_inputs_struct")
-
-
-def _attention_attributes(layer):
-    """Names of the attributes of a non-model layer that hold Keras attention layers."""
-    if isinstance(layer, (keras.Model, keras.layers.MultiHeadAttention)):
-        return []
-    # The torch backend keeps sublayers in `_modules`, not in the instance dict.
-    attributes = {**vars(layer), **vars(layer).get("_modules", {})}
-    return sorted(
-        name
-        for name, value in attributes.items()
-        if isinstance(value, keras.layers.MultiHeadAttention)
-    )
-
-
 def _replace_attention(block, options):
     """Replaces, in place, the Keras attention layers held by `block`'s attributes."""
-    names = _attention_attributes(block)
-    converted = {name: from_keras_attention(getattr(block, name), **options) for name in names}
-    # A built layer locks its state; its sublayers are replaced as the
-    # layer's own `build` would have created them.
-    block._tracker.unlock()
-    for name, core in converted.items():
-        block._tracker.untrack(getattr(block, name))  # the Keras layer and its weights
-        delattr(block, name)
-        setattr(block, name, core)
-    block._tracker.lock()
+    names = attributes_holding(block, keras.layers.MultiHeadAttention)
+    replace_attributes(
+        block, {name: from_keras_attention(getattr(block, name), **options) for name in names}
+    )
 
 
 def _check_options(options):

@@ -116,6 +116,38 @@ def _sublayers(layer):
     return layer._flatten_layers(include_self=False, recursive=False)
 
 
+def is_graph_model(model):
+    """Whether `model` is `Sequential` or functional (built from a graph of inputs)."""
+    return isinstance(model, keras.Sequential) or hasattr(model, "_inputs_struct")
+
+
+def attributes_holding(layer, layer_type):
+    """Names of the attributes of a non-model `layer` that hold a `layer_type` sublayer.
+
+    A model, or a layer that is itself a `layer_type`, has none.
+    """
+    if isinstance(layer, (keras.Model, layer_type)):
+        return []
+    # The torch backend keeps sublayers in `_modules`, not in the instance dict.
+    attributes = {**vars(layer), **vars(layer).get("_modules", {})}
+    return sorted(name for name, value in attributes.items() if isinstance(value, layer_type))
+
+
+def replace_attributes(layer, replacements):
+    """Sets `layer.<name> = sublayer` for each item of `replacements`, in place.
+
+    A built layer locks its state: the old sublayers (and their weights) are
+    untracked and the new ones tracked, as the layer's own `build` would
+    have created them.
+    """
+    layer._tracker.unlock()
+    for name, sublayer in replacements.items():
+        layer._tracker.untrack(getattr(layer, name))
+        delattr(layer, name)
+        setattr(layer, name, sublayer)
+    layer._tracker.lock()
+
+
 def find_attention_layers(model: keras.layers.Layer) -> dict[str, keras.layers.Layer]:
     """The attention layers of a model, in model order.
 
