@@ -97,27 +97,29 @@ def new_way(model, split, batch_size, jit_compile, steps_per_execution):
         return time.perf_counter() - timer.starts[1]
 
 
-def random_split(steps, batch_size, max_length, rng):
+def random_split(steps, batch_size, max_sequence_length, rng):
     """A leave-one-out split of random histories with `steps * batch_size` training samples."""
-    users = max(1, steps * batch_size // max_length)
-    sequences = [rng.integers(1, NUM_ITEMS + 1, max_length + 2) for _ in range(users)]
-    return leave_one_out_split(sequences, max_length)
+    users = max(1, steps * batch_size // max_sequence_length)
+    sequences = [rng.integers(1, NUM_ITEMS + 1, max_sequence_length + 2) for _ in range(users)]
+    return leave_one_out_split(sequences, max_sequence_length)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30, help="Training steps per epoch.")
     parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--max-length", type=int, default=50)
+    parser.add_argument("--max-sequence-length", type=int, default=50)
     parser.add_argument("--steps-per-execution", type=int, default=16)
     parser.add_argument("--out", default="results/benchmarks", help="Folder for the JSON.")
     args = parser.parse_args(argv)
     started_at = time.time()
     load_at_start = [round(value, 2) for value in os.getloadavg()]
-    split = random_split(args.steps, args.batch_size, args.max_length, np.random.default_rng(0))
+    split = random_split(
+        args.steps, args.batch_size, args.max_sequence_length, np.random.default_rng(0)
+    )
     builders = {
-        "SASRec": lambda: build_sasrec(NUM_ITEMS, args.max_length, seed=0),
-        "BSARec": lambda: build_bsarec(NUM_ITEMS, args.max_length, seed=0),
+        "SASRec": lambda: build_sasrec(NUM_ITEMS, args.max_sequence_length, seed=0),
+        "BSARec": lambda: build_bsarec(NUM_ITEMS, args.max_sequence_length, seed=0),
     }
     ways = {
         "former": lambda model, jit: former_way(model, split, args.batch_size, jit),
@@ -145,7 +147,7 @@ def main(argv=None):
     config = {
         "steps": args.steps,
         "batch_size": args.batch_size,
-        "max_length": args.max_length,
+        "max_sequence_length": args.max_sequence_length,
         "steps_per_execution": args.steps_per_execution,
         "train_samples": len(split.train_targets),
         "valid_queries": len(split.valid_targets),

@@ -23,11 +23,13 @@ from keras_attn.layers import (
     TransformerBlock,
 )
 from keras_attn.models import (
+    build_bsarec,
     build_decoder_language_model,
     build_exact_first_transformer,
     build_exact_parity_transformer,
     build_logsparse_forecaster,
 )
+from keras_attn.recommendation import leave_one_out_split
 
 RETIRED = {
     "dim",
@@ -39,8 +41,18 @@ RETIRED = {
     "num_blocks",
     "norm_first",
     "epsilon",
+    "max_length",
 }
-PACKAGES = ("layers", "models", "analysis", "forecasting", "pruning", "pretrained")
+PACKAGES = (
+    "layers",
+    "models",
+    "analysis",
+    "forecasting",
+    "pruning",
+    "pretrained",
+    "recommendation",
+    "interop",
+)
 
 
 def _public_callables():
@@ -213,6 +225,18 @@ DEPRECATED_KEYWORDS = {
             .get_layer("position_embedding")
             .max_sequence_length
         ),
+        "max_length",
+        "max_sequence_length",
+        5,
+    ),
+    "build_bsarec": (
+        lambda **kw: build_bsarec(10, hidden_dim=8, num_layers=1, **kw).input_shape[1],
+        "max_length",
+        "max_sequence_length",
+        5,
+    ),
+    "leave_one_out_split": (
+        lambda **kw: leave_one_out_split([np.arange(1, 9)], **kw).valid_inputs.shape[1],
         "max_length",
         "max_sequence_length",
         5,

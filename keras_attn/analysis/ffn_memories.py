@@ -28,6 +28,7 @@ import numpy as np
 from keras_attn._typing import Tensor
 from keras_attn.interop.model_layers import find_layers, record_calls
 from keras_attn.layers import TransformerBlock
+from keras_attn.utils.numpy_math import softmax
 from keras_attn.utils.validation import check_int
 
 # Per-position statistics, in the order of the per-example count arrays.
@@ -107,7 +108,7 @@ def transformer_block_sites(model: keras.layers.Layer) -> list[FeedForwardSite]:
         FeedForwardSite(
             block.mlp_hidden,
             block.mlp_output,
-            residual=block.mlp_norm if block.norm_first else None,
+            residual=block.mlp_norm if block.normalize_first else None,
             name=path,
         )
         for path, block in blocks.items()
@@ -129,10 +130,7 @@ def value_top_tokens(site: FeedForwardSite, output_embedding: Tensor) -> np.ndar
 
 def value_vocabulary_distributions(site: FeedForwardSite, output_embedding: Tensor) -> np.ndarray:
     """`p_i = softmax(v_i E)` for every value, `(num_memories, vocabulary_size)`."""
-    logits = site.values @ np.asarray(output_embedding)  # (memories, vocabulary)
-    logits = logits - logits.max(axis=-1, keepdims=True)
-    weights = np.exp(logits)
-    return weights / weights.sum(axis=-1, keepdims=True)
+    return softmax(site.values @ np.asarray(output_embedding))  # (memories, vocabulary)
 
 
 def _run_sites(model, inputs, sites):

@@ -12,14 +12,15 @@ import keras
 
 from keras_attn.layers import BSARecBlock, CheckedEmbedding, PositionEmbedding
 from keras_attn.layers.bsa_rec_block import OFFICIAL_ADDITIVE_MASK
-from keras_attn.utils.validation import check_heads, check_int
+from keras_attn.utils.validation import check_heads, check_int, renamed_arguments
 
 INITIALIZER = {"class_name": "RandomNormal", "config": {"stddev": 0.02}}
 
 
+@renamed_arguments(max_length="max_sequence_length")
 def build_bsarec(
     num_items: int,
-    max_length: int = 50,
+    max_sequence_length: int = 50,
     hidden_dim: int = 64,
     num_layers: int = 2,
     num_heads: int = 2,
@@ -40,7 +41,7 @@ def build_bsarec(
     Args:
         num_items: int, number of items; ids run from 1 to `num_items` and
             0 is padding.
-        max_length: int, length of the (left-padded) input histories.
+        max_sequence_length: int, length of the (left-padded) input histories.
         hidden_dim: int, hidden size.
         num_layers: int, number of blocks.
         num_heads: int, attention heads per block.
@@ -61,14 +62,14 @@ def build_bsarec(
         name: model name.
 
     Returns:
-        A `keras.Model` from `(batch, max_length)` int item ids (0 = padding,
+        A `keras.Model` from `(batch, max_sequence_length)` int item ids (0 = padding,
         most recent item last) to `(batch, num_items + 1)` next-item logits;
         column 0 is the padding item. Train it with softmax cross-entropy
         (`from_logits=True`). Its blocks are the layers named `block_i`.
 
     Example:
 
-    >>> model = build_bsarec(num_items=100, max_length=20)
+    >>> model = build_bsarec(num_items=100, max_sequence_length=20)
     >>> model(np.array([[0] * 17 + [4, 8, 15]])).shape
     (1, 101)
 
@@ -76,10 +77,10 @@ def build_bsarec(
         - [Shin et al., 2024](https://arxiv.org/abs/2312.10325)
     """
     num_items = check_int("num_items", num_items)
-    max_length = check_int("max_length", max_length)
+    max_sequence_length = check_int("max_sequence_length", max_sequence_length)
     num_layers = check_int("num_layers", num_layers)
     hidden_dim, num_heads = check_heads(hidden_dim, num_heads)
-    item_ids = keras.Input(shape=(max_length,), dtype="int32", name="item_ids")
+    item_ids = keras.Input(shape=(max_sequence_length,), dtype="int32", name="item_ids")
     items = CheckedEmbedding(
         num_items + 1,
         hidden_dim,
@@ -88,8 +89,8 @@ def build_bsarec(
         mask_zero=True,
         name="items",
     )
-    x = items(item_ids)  # (batch, max_length, hidden_dim)
-    x = PositionEmbedding(max_length, initializer=INITIALIZER, name="positions")(x)
+    x = items(item_ids)  # (batch, max_sequence_length, hidden_dim)
+    x = PositionEmbedding(max_sequence_length, initializer=INITIALIZER, name="positions")(x)
     x = keras.layers.LayerNormalization(epsilon=1e-12, name="embedding_norm")(x)
     x = keras.layers.Dropout(dropout, seed=seed, name="embedding_dropout")(x)
     for index in range(num_layers):
@@ -109,9 +110,10 @@ def build_bsarec(
     return keras.Model(item_ids, logits, name=name)
 
 
+@renamed_arguments(max_length="max_sequence_length")
 def build_sasrec(
     num_items: int,
-    max_length: int = 50,
+    max_sequence_length: int = 50,
     hidden_dim: int = 64,
     num_layers: int = 2,
     num_heads: int = 2,
@@ -133,7 +135,7 @@ def build_sasrec(
 
     Args:
         num_items: int, number of items (ids 1..num_items, 0 is padding).
-        max_length: int, length of the left-padded input histories.
+        max_sequence_length: int, length of the left-padded input histories.
         hidden_dim: int, hidden size.
         num_layers: int, number of blocks.
         num_heads: int, attention heads per block.
@@ -145,12 +147,12 @@ def build_sasrec(
         name: model name.
 
     Returns:
-        A `keras.Model` from `(batch, max_length)` item ids to
+        A `keras.Model` from `(batch, max_sequence_length)` item ids to
         `(batch, num_items + 1)` next-item logits.
 
     Example:
 
-    >>> model = build_sasrec(num_items=100, max_length=20)
+    >>> model = build_sasrec(num_items=100, max_sequence_length=20)
     >>> model(np.array([[0] * 17 + [4, 8, 15]])).shape
     (1, 101)
 
@@ -159,7 +161,7 @@ def build_sasrec(
     """
     return build_bsarec(
         num_items,
-        max_length=max_length,
+        max_sequence_length=max_sequence_length,
         hidden_dim=hidden_dim,
         num_layers=num_layers,
         num_heads=num_heads,

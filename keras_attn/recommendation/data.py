@@ -6,6 +6,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from keras_attn._typing import Tensor
+from keras_attn.utils.validation import check_int, renamed_arguments
 
 PADDING_ITEM = 0
 
@@ -91,12 +92,12 @@ class LeaveOneOutSplit:
     """Leave-one-out samples of next-item prediction.
 
     Attributes:
-        train_inputs: `(num_train, max_length)` left-padded prefixes.
+        train_inputs: `(num_train, max_sequence_length)` left-padded prefixes.
         train_targets: `(num_train,)` the item after each prefix.
-        valid_inputs: `(num_users, max_length)` each history minus its last two items.
+        valid_inputs: `(num_users, max_sequence_length)` each history minus its last two items.
         valid_targets: `(num_users,)` each second-to-last item.
         valid_seen: list of 1D arrays, the items of each validation history.
-        test_inputs: `(num_users, max_length)` each history minus its last item.
+        test_inputs: `(num_users, max_sequence_length)` each history minus its last item.
         test_targets: `(num_users,)` each last item.
         test_seen: list of 1D arrays, the items of each test history.
     """
@@ -111,36 +112,36 @@ class LeaveOneOutSplit:
     test_seen: list
 
 
-def leave_one_out_split(sequences: Sequence[Tensor], max_length: int = 50) -> LeaveOneOutSplit:
+@renamed_arguments(max_length="max_sequence_length")
+def leave_one_out_split(
+    sequences: Sequence[Tensor], max_sequence_length: int = 50
+) -> LeaveOneOutSplit:
     """Splits item sequences as BSARec's official code does.
 
     For a sequence `s`: the test query is `s[:-1] -> s[-1]`, the validation
-    query `s[:-2] -> s[-2]`. Training uses the window `w = s[:-2][-max_length:]`
+    query `s[:-2] -> s[-2]`. Training uses the window `w = s[:-2][-max_sequence_length:]`
     and every prefix of it: `w[:i] -> w[i]` for `i = 0 .. len(w) - 1` (the
     first has an empty, all-padding history). Inputs keep their last
-    `max_length` items and are left-padded with 0, so the item to predict
+    `max_sequence_length` items and are left-padded with 0, so the item to predict
     always follows the last column.
 
     Args:
         sequences: list of 1D int arrays, items in time order, each with at
             least 3 items.
-        max_length: int, width of the padded inputs.
+        max_sequence_length: int, width of the padded inputs.
 
     Returns:
         A `LeaveOneOutSplit`.
 
     Example:
 
-    >>> split = leave_one_out_split([np.array([1, 2, 3, 4])], max_length=3)
+    >>> split = leave_one_out_split([np.array([1, 2, 3, 4])], max_sequence_length=3)
     >>> split.train_inputs.tolist(), split.train_targets.tolist()
     ([[0, 0, 0], [0, 0, 1]], [1, 2])
     >>> split.test_inputs.tolist(), split.test_targets.tolist()
     ([[1, 2, 3]], [4])
     """
-    if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 1:
-        raise ValueError(
-            f"`max_length` must be a positive integer. Received: max_length={max_length!r}"
-        )
+    max_sequence_length = check_int("max_sequence_length", max_sequence_length)
     shortest = min(len(s) for s in sequences)
     if shortest < 3:
         raise ValueError(
@@ -149,23 +150,24 @@ def leave_one_out_split(sequences: Sequence[Tensor], max_length: int = 50) -> Le
         )
     prefixes, targets = [], []
     for sequence in sequences:
-        window = sequence[:-2][-max_length:]
+        window = sequence[:-2][-max_sequence_length:]
         prefixes.extend(window[:i] for i in range(len(window)))
         targets.extend(window)
     return LeaveOneOutSplit(
-        train_inputs=left_pad(prefixes, max_length),
+        train_inputs=left_pad(prefixes, max_sequence_length),
         train_targets=np.asarray(targets, np.int32),
-        valid_inputs=left_pad([s[:-2] for s in sequences], max_length),
+        valid_inputs=left_pad([s[:-2] for s in sequences], max_sequence_length),
         valid_targets=np.asarray([s[-2] for s in sequences], np.int32),
         valid_seen=[np.asarray(s[:-2]) for s in sequences],
-        test_inputs=left_pad([s[:-1] for s in sequences], max_length),
+        test_inputs=left_pad([s[:-1] for s in sequences], max_sequence_length),
         test_targets=np.asarray([s[-1] for s in sequences], np.int32),
         test_seen=[np.asarray(s[:-1]) for s in sequences],
     )
 
 
+@renamed_arguments(max_length="max_sequence_length")
 def movielens_100k_split(
-    max_length: int = 50, users: int | None = None
+    max_sequence_length: int = 50, users: int | None = None
 ) -> tuple[LeaveOneOutSplit, int]:
     """The leave-one-out split of MovieLens-100K, as BSARec and SASRec use it.
 
@@ -174,7 +176,7 @@ def movielens_100k_split(
     split by `leave_one_out_split`.
 
     Args:
-        max_length: int, width of the padded inputs.
+        max_sequence_length: int, width of the padded inputs.
         users: optional int, keep only the first `users` users (in user id
             order), for quick runs.
 
@@ -191,4 +193,4 @@ def movielens_100k_split(
     ratings = load_movielens_100k()
     items, vocabulary = index_items(ratings["item_id"])
     _, sequences = user_sequences(ratings["user_id"], items, ratings["timestamp"])
-    return leave_one_out_split(sequences[:users], max_length), len(vocabulary)
+    return leave_one_out_split(sequences[:users], max_sequence_length), len(vocabulary)

@@ -22,9 +22,9 @@ def evaluate_full_ranking(
     """HR@k and NDCG@k of `model`, ranking every item for every query.
 
     Args:
-        model: a Keras model from `(batch, max_length)` item ids to
+        model: a Keras model from `(batch, max_sequence_length)` item ids to
             `(batch, num_items + 1)` next-item scores (column 0: padding).
-        inputs: `(num_queries, max_length)` left-padded histories.
+        inputs: `(num_queries, max_sequence_length)` left-padded histories.
         targets: `(num_queries,)` the item to find.
         seen: list of 1D int arrays, items excluded from each ranking (the
             history), see `exclusion_mask`. `None` excludes only padding.
@@ -67,7 +67,7 @@ class RankingEarlyStopping(keras.callbacks.Callback):
     the weights are left as they are.
 
     Args:
-        inputs: validation histories, `(num_queries, max_length)`.
+        inputs: validation histories, `(num_queries, max_sequence_length)`.
         targets: validation targets, `(num_queries,)`.
         seen: list of item arrays excluded from each ranking.
         monitor: name of the metric to maximise, such as `"NDCG@20"`.

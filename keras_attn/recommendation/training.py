@@ -32,7 +32,7 @@ def sample_negatives(
     target: an item of the sample is drawn again until it is none of them.
 
     Args:
-        inputs: `(num_samples, max_length)` left-padded histories.
+        inputs: `(num_samples, max_sequence_length)` left-padded histories.
         targets: `(num_samples,)` the item after each history.
         num_items: int, the largest item id.
         rng: a `numpy.random.Generator`, the only source of randomness.
@@ -47,7 +47,7 @@ def sample_negatives(
     [4, 4]
     """
     inputs, targets = np.asarray(inputs), np.asarray(targets)
-    # A row holds at most max_length + 1 items: only then can it hold all of them.
+    # A row holds at most max_sequence_length + 1 items: only then can it hold all of them.
     if num_items <= inputs.shape[1] + 1 and _no_candidate(inputs, targets, num_items):
         raise ValueError(
             "A sample has no negative item: its history and target hold every item. "
@@ -170,7 +170,7 @@ def fit_recommender(
     gives the same result as a run that was never interrupted.
 
     Args:
-        model: a built `keras.Model` from `(batch, max_length)` item ids to
+        model: a built `keras.Model` from `(batch, max_sequence_length)` item ids to
             `(batch, num_items + 1)` logits, such as `build_bsarec`.
         split: the `LeaveOneOutSplit` to train and validate on.
         num_items: int, the largest item id (negatives are drawn from

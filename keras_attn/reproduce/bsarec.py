@@ -51,7 +51,7 @@ SETTINGS = {
         "seeds": 2,
         "epochs": 2,
         "patience": 2,
-        "max_length": 20,
+        "max_sequence_length": 20,
         "search": False,
         "search_patience": 2,
     },
@@ -60,7 +60,7 @@ SETTINGS = {
         "seeds": 3,
         "epochs": 200,
         "patience": 10,
-        "max_length": 50,
+        "max_sequence_length": 50,
         "search": True,
         "search_patience": 5,
     },
@@ -125,7 +125,9 @@ def add_arguments(parser):
     )
     parser.add_argument("--batch-size", type=int_option(), default=256, help="Training batch size.")
     parser.add_argument(
-        "--max-length", type=int_option(), help="History length (fast 20, full 50 as in the paper)."
+        "--max-sequence-length",
+        type=int_option(),
+        help="History length (fast 20, full 50 as in the paper).",
     )
     parser.add_argument(
         "--jit-compile",
@@ -194,7 +196,7 @@ def protocol(args, setting):
         "seeds": args.seeds or setting["seeds"],
         "epochs": args.epochs or setting["epochs"],
         "patience": args.patience or setting["patience"],
-        "max_length": args.max_length or setting["max_length"],
+        "max_sequence_length": args.max_sequence_length or setting["max_sequence_length"],
         "search": setting["search"] if args.search is None else args.search,
         "search_patience": args.search_patience or setting["search_patience"],
         "alphas": list(args.alphas),
@@ -253,9 +255,9 @@ def train_run(spec, config, state):
     if done.is_file():
         return json.loads(done.read_text())
     load_at_start = [round(value, 2) for value in os.getloadavg()]
-    split, num_items = movielens_100k_split(config["max_length"], config["users"])
+    split, num_items = movielens_100k_split(config["max_sequence_length"], config["users"])
     keras.utils.set_random_seed(spec["seed"])
-    model = build_model(spec, num_items, config["max_length"])
+    model = build_model(spec, num_items, config["max_sequence_length"])
     family = "BSARec" if spec["model"] == "BSARec" else "SASRec"
     fitted = fit_recommender(
         model,
@@ -310,12 +312,16 @@ def check_converged(fitted, learning_rate):
         )
 
 
-def build_model(spec, num_items, max_length):
+def build_model(spec, num_items, max_sequence_length):
     if spec["model"] == "BSARec":
         return build_bsarec(
-            num_items, max_length, alpha=spec["alpha"], cutoff=spec["cutoff"], seed=spec["seed"]
+            num_items,
+            max_sequence_length,
+            alpha=spec["alpha"],
+            cutoff=spec["cutoff"],
+            seed=spec["seed"],
         )
-    return build_sasrec(num_items, max_length, seed=spec["seed"])
+    return build_sasrec(num_items, max_sequence_length, seed=spec["seed"])
 
 
 def choose_alpha_and_cutoff(config, state, workers, report):
@@ -347,7 +353,7 @@ class Report:
         self.args, self.size, self.config, self.started_at = args, size, config, started_at
         self.load_at_start = [round(value, 2) for value in os.getloadavg()]
         self.finished = []
-        split, self.num_items = movielens_100k_split(config["max_length"], config["users"])
+        split, self.num_items = movielens_100k_split(config["max_sequence_length"], config["users"])
         self.num_users, self.train_samples = len(split.test_targets), len(split.train_targets)
 
     def header(self):

@@ -26,6 +26,7 @@ from keras_attn.datasets.jane_austen import (
 )
 from keras_attn.models.decoder_language_model import build_decoder_language_model
 from keras_attn.reproduce._run import choose_setting, finish
+from keras_attn.utils.numpy_math import log_softmax
 from keras_attn.utils.training import build_optimizer
 from keras_attn.utils.validation import int_option
 
@@ -138,8 +139,7 @@ def _train(inputs, next_tokens, config):
 
 def _perplexity(model, inputs, next_tokens):
     logits = keras.ops.convert_to_numpy(model.predict(inputs, batch_size=256, verbose=0))
-    logits = logits - logits.max(axis=-1, keepdims=True)
-    log_probs = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+    log_probs = log_softmax(logits)
     picked = np.take_along_axis(log_probs, next_tokens[..., None], axis=-1)[..., 0]
     valid = next_tokens != PAD
     return float(np.exp(-picked[valid].mean()))

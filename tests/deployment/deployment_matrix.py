@@ -186,7 +186,10 @@ MODEL_CASES = {
         build_bit_string_classifier("parity", num_heads=2, positions="learned_scale"),
         _ints((2, 7), 3),
     ),
-    "build_bsarec": lambda: (build_bsarec(50, max_length=6, hidden_dim=16), _ints((2, 6), 51)),
+    "build_bsarec": lambda: (
+        build_bsarec(50, max_sequence_length=6, hidden_dim=16),
+        _ints((2, 6), 51),
+    ),
     "build_decoder_language_model": lambda: (
         build_decoder_language_model(20, 8, hidden_dim=8, num_layers=2, num_heads=2),
         _ints((2, 8), 20),
@@ -200,7 +203,10 @@ MODEL_CASES = {
         _ints((2, 7), 2),
     ),
     "build_logsparse_forecaster": _forecaster,
-    "build_sasrec": lambda: (build_sasrec(50, max_length=6, hidden_dim=16), _ints((2, 6), 51)),
+    "build_sasrec": lambda: (
+        build_sasrec(50, max_sequence_length=6, hidden_dim=16),
+        _ints((2, 6), 51),
+    ),
     "build_t2t_vit": lambda: (
         build_t2t_vit(
             (12, 12, 1),

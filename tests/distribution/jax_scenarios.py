@@ -82,7 +82,7 @@ def bsarec():
     rng = np.random.default_rng(0)  # the same data on every call
     model = build_bsarec(
         20,
-        max_length=6,
+        max_sequence_length=6,
         hidden_dim=8,
         num_layers=1,
         num_heads=2,

@@ -17,8 +17,8 @@ HISTORY = np.array([[0, 0, 0, 4, 8, 15], [16, 23, 42, 4, 8, 15]], "int32")
 def _models():
     keras.utils.set_random_seed(0)
     return (
-        build_sasrec(50, max_length=6, hidden_dim=16, seed=1),
-        build_bsarec(50, max_length=6, hidden_dim=16, seed=1),
+        build_sasrec(50, max_sequence_length=6, hidden_dim=16, seed=1),
+        build_bsarec(50, max_sequence_length=6, hidden_dim=16, seed=1),
     )
 
 
@@ -77,14 +77,14 @@ def test_bsarec_exports_as_saved_model(tmp_path):
     import tensorflow as tf
 
     keras.utils.set_random_seed(0)
-    model = build_bsarec(50, max_length=6, hidden_dim=16, seed=1)
+    model = build_bsarec(50, max_sequence_length=6, hidden_dim=16, seed=1)
     model.export(str(tmp_path / "bsarec"), format="tf_saved_model", verbose=False)
     reloaded = tf.saved_model.load(str(tmp_path / "bsarec"))
     np.testing.assert_allclose(reloaded.serve(HISTORY), model(HISTORY), atol=1e-4)
 
 
 @pytest.mark.parametrize(
-    "bad", [{"num_items": 0}, {"max_length": 2.5}, {"num_layers": 0}, {"hidden_dim": True}]
+    "bad", [{"num_items": 0}, {"max_sequence_length": 2.5}, {"num_layers": 0}, {"hidden_dim": True}]
 )
 def test_bad_arguments_are_rejected(bad):
     with pytest.raises(ValueError, match="Received:"):

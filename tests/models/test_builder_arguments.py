@@ -37,8 +37,8 @@ BUILDERS = {
         patch_size=4,
     ),
     "bert_encoder": functools.partial(build_bert_encoder, 10, intermediate_dim=8),
-    "bsarec": functools.partial(build_bsarec, 10, max_length=4),
-    "sasrec": functools.partial(build_sasrec, 10, max_length=4),
+    "bsarec": functools.partial(build_bsarec, 10, max_sequence_length=4),
+    "sasrec": functools.partial(build_sasrec, 10, max_sequence_length=4),
     "decoder_language_model": functools.partial(
         build_decoder_language_model, 10, 4, intermediate_dim=8
     ),

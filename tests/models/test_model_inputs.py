@@ -57,7 +57,7 @@ def _forecaster():
         (_language_model, np.array([[1, 12]]), "`tokens` must hold ids from 0 to 9, "),
         (_forecaster, _forecaster_inputs(4, 30), "`hour_of_day` must hold ids from 0 to 23, "),
         (
-            lambda: build_bsarec(20, max_length=3, **SIZES),
+            lambda: build_bsarec(20, max_sequence_length=3, **SIZES),
             np.array([[0, 4, 21]]),
             "`item_ids` must hold ids from 0 to 20, the rows of the embedding 'items'. "
             "Received: max(item_ids)=21",

@@ -42,7 +42,7 @@ def test_left_pad_keeps_the_most_recent_items():
 
 def test_leave_one_out_split_by_hand():
     sequences = [np.array([1, 2, 3, 4, 5, 6]), np.array([7, 8, 9])]
-    split = leave_one_out_split(sequences, max_length=3)
+    split = leave_one_out_split(sequences, max_sequence_length=3)
     # User 0: the window is the last 3 items before the last two: [2, 3, 4].
     # User 1: the window is [7].
     assert split.train_inputs.tolist() == [[0, 0, 0], [0, 0, 2], [0, 2, 3], [0, 0, 0]]
@@ -58,7 +58,7 @@ def test_leave_one_out_split_by_hand():
 def test_leave_one_out_split_never_trains_on_validation_or_test_items():
     rng = np.random.default_rng(0)
     sequences = [rng.permutation(np.arange(1, 40))[: rng.integers(3, 30)] for _ in range(20)]
-    split = leave_one_out_split(sequences, max_length=8)
+    split = leave_one_out_split(sequences, max_sequence_length=8)
     starts = np.cumsum([0] + [min(len(s) - 2, 8) for s in sequences])
     for user, sequence in enumerate(sequences):
         rows = slice(starts[user], starts[user + 1])
@@ -70,8 +70,8 @@ def test_leave_one_out_split_never_trains_on_validation_or_test_items():
 def test_leave_one_out_split_rejects_short_sequences_and_bad_length():
     with pytest.raises(ValueError, match="Received: sequences"):
         leave_one_out_split([np.array([1, 2])])
-    with pytest.raises(ValueError, match="Received: max_length"):
-        leave_one_out_split([np.array([1, 2, 3])], max_length=0)
+    with pytest.raises(ValueError, match="Received: max_sequence_length"):
+        leave_one_out_split([np.array([1, 2, 3])], max_sequence_length=0)
 
 
 def _has_movielens():
@@ -85,7 +85,7 @@ def _has_movielens():
 
 @pytest.mark.skipif(not _has_movielens(), reason="needs MovieLens-100K (recbole)")
 def test_movielens_split_keeps_the_first_users_and_every_item_index():
-    split, num_items = movielens_100k_split(max_length=5, users=4)
+    split, num_items = movielens_100k_split(max_sequence_length=5, users=4)
     assert num_items == 1682
     assert split.test_inputs.shape == (4, 5) and split.test_targets.shape == (4,)
     assert split.valid_inputs.shape == (4, 5)

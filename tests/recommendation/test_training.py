@@ -65,8 +65,8 @@ class _Interrupt(keras.callbacks.Callback):
 
 def _run(state_path, callbacks=()):
     keras.utils.set_random_seed(0)
-    model = build_sasrec(NUM_ITEMS, max_length=4, hidden_dim=8, num_layers=1, seed=0)
-    split = leave_one_out_split(SEQUENCES, max_length=4)
+    model = build_sasrec(NUM_ITEMS, max_sequence_length=4, hidden_dim=8, num_layers=1, seed=0)
+    split = leave_one_out_split(SEQUENCES, max_sequence_length=4)
     result = fit_recommender(
         model,
         split,
@@ -127,7 +127,7 @@ def _first_steps(builder, jit_compile, steps_per_execution, steps=30, batch_size
     inputs = rng.integers(0, NUM_ITEMS + 1, (steps * batch_size, 6)).astype("int32")
     targets = rng.integers(1, NUM_ITEMS + 1, steps * batch_size).astype("int32")
     keras.utils.set_random_seed(0)
-    model = builder(NUM_ITEMS, max_length=6, hidden_dim=8, num_layers=2, seed=0)
+    model = builder(NUM_ITEMS, max_sequence_length=6, hidden_dim=8, num_layers=2, seed=0)
     compile_recommender(model, "softmax", 1e-3, jit_compile, steps_per_execution)
     record = _StepLosses()
     model.fit(inputs, targets, batch_size=batch_size, shuffle=False, callbacks=[record], verbose=0)

@@ -47,7 +47,11 @@ def test_the_full_setting_runs_the_official_protocol():
     config = bsarec.protocol(_args(), bsarec.SETTINGS["full"])
     assert config["users"] is None  # all 943
     assert (config["seeds"], config["epochs"], config["patience"]) == (3, 200, 10)
-    assert (config["max_length"], config["learning_rate"], config["batch_size"]) == (50, 1e-3, 256)
+    assert (config["max_sequence_length"], config["learning_rate"], config["batch_size"]) == (
+        50,
+        1e-3,
+        256,
+    )
     assert config["search"] and config["search_patience"] == 5
     assert config["alphas"] == [0.1, 0.3, 0.5, 0.7, 0.9]
     assert config["cutoffs"] == [1, 3, 5, 7, 9]
@@ -80,8 +84,8 @@ def test_a_finished_run_is_read_back_not_trained(tmp_path):
 
 def test_a_diverged_training_is_an_error_not_a_perfect_score():
     sequences = [np.array([1, 2, 3, 4, 5]), np.array([2, 4, 1, 3, 5]), np.array([5, 3, 1, 2])]
-    split = leave_one_out_split(sequences, max_length=4)
-    model = build_sasrec(5, max_length=4, hidden_dim=8, num_layers=1, seed=0)
+    split = leave_one_out_split(sequences, max_sequence_length=4)
+    model = build_sasrec(5, max_sequence_length=4, hidden_dim=8, num_layers=1, seed=0)
     with pytest.warns(UserWarning, match="non-finite"):
         fitted = fit_recommender(
             model, split, num_items=5, epochs=2, patience=1, learning_rate=1e30, batch_size=16
