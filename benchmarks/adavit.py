@@ -24,11 +24,26 @@ time in proportion to the MACs the policy keeps there and deciding cost
 nothing. An imposed keep rate of 0 measures what deciding alone costs. The
 results go to `--output` as JSON; `--small` is a seconds-long smoke run.
 
+`--paper-scale` times the paper's backbones instead: DeiT-S (224 px, patch
+16, width 384, 12 blocks, 6 heads, MLP 1536) and T2T-ViT-19, untrained (the
+latency does not depend on the weights), at batch 1 and 64, under the
+decisions of a keep rate chosen so that the fast path spends `--mac-ratio`
+(2 by default, the paper's Ada-DeiT-S: 2.3 of 4.6 GMACs) times fewer MACs
+than the full model: imposed ones (every example keeps the same share of
+each kind, at random positions) and random ones of the same usage (each
+decision drawn on its own, so that the examples differ). Each case is
+written to `--output` as soon as it is measured; `--resume` skips the cases
+already there. `--paper-scale --small` is a smoke run of tiny stand-ins.
+
     python benchmarks/adavit.py [--gamma 0.5] [--keep-rates 0.5 0.3 0] [--small]
+    KERAS_BACKEND=jax python benchmarks/adavit.py --paper-scale --resume \
+        --output results/benchmarks/adavit_paper_scale_jax.json
 """
 
 import argparse
+import json
 import os
+import pathlib
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -38,8 +53,15 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_attn.datasets import load_fashion_mnist  # noqa: E402
-from keras_attn.models import finetune_adavit, finetune_vit, pretrain_vit  # noqa: E402
-from keras_attn.models.adavit import xla_function  # noqa: E402
+from keras_attn.models import (  # noqa: E402
+    AdaViT,
+    build_t2t_vit,
+    build_vision_transformer,
+    finetune_adavit,
+    finetune_vit,
+    pretrain_vit,
+)
+from keras_attn.models.adavit import DECISION_KEYS, xla_function  # noqa: E402
 from keras_attn.utils import batch_latency_ms, write_benchmark  # noqa: E402
 
 PATCH_SIZES = (4, 2)  # 49 and 196 patches of a 28x28 image
@@ -64,6 +86,103 @@ SIZES = {
         "rounds": {1: 2, 64: 1},
     },
 }
+
+
+# The paper's backbones, untrained, and tiny stand-ins for the smoke run.
+PAPER_BACKBONES = {
+    "default": {
+        "deit_s": lambda: build_vision_transformer(
+            (224, 224, 3), 1000, variant="vit_small", patch_size=16, name="deit_s"
+        ),
+        "t2t_vit_19": lambda: build_t2t_vit(variant="t2t_vit_19"),
+    },
+    "small": {
+        "deit_s": lambda: build_vision_transformer(
+            (32, 32, 3), 10, patch_size=8, hidden_dim=16, num_layers=3, num_heads=2,
+            intermediate_dim=32, name="deit_s",
+        ),
+        "t2t_vit_19": lambda: build_t2t_vit(
+            (32, 32, 3), 10, variant=None, hidden_dim=16, num_layers=3, num_heads=2,
+            intermediate_dim=32, token_dim=8, token_layer="transformer",
+        ),
+    },
+}  # fmt: skip
+PAPER_ROUNDS = {"default": {1: 30, 64: 5}, "small": {1: 2, 64: 1}}
+# The fast path's defaults, and few branches for a quick smoke run.
+PAPER_BUCKETS = {"default": {}, "small": {"token_buckets": 1, "head_buckets": 1}}
+
+
+def measure_paper_scale(name, size, args, done):
+    """The cases of one paper backbone not in `done`: imposed and random decisions, per batch."""
+    keras.utils.set_random_seed(args.seed)
+    backbone = PAPER_BACKBONES[size][name]()
+    images = np.random.default_rng(args.seed).normal(size=(max(BATCHES), *backbone.input.shape[1:]))
+    images = images.astype("float32")
+    adavit = AdaViT(backbone, seed=args.seed)
+    adavit(images[:1])  # builds the gates
+    fast = adavit.fast_path(**PAPER_BUCKETS[size])
+    rate = keep_rate_for_mac_ratio(adavit, fast, args.mac_ratio, len(images), args.seed)
+    policies = {
+        "imposed": adavit.random_decisions(len(images), rate, seed=args.seed),
+        "random": independent_decisions(adavit, len(images), rate, seed=args.seed),
+    }
+    full, ungated = xla_function(backbone), xla_function(_ungated_part(adavit))
+    cases = []
+    for batch in BATCHES:
+        if (name, batch) in done:
+            continue
+        predictors = {"full (XLA)": full, "ungated": ungated}
+        for policy, decisions in policies.items():
+            predictors[policy] = _fast_predictor(fast, decisions, batch)
+        ms = batch_latency_ms(predictors, images, batch, PAPER_ROUNDS[size][batch])
+        for policy, decisions in policies.items():
+            used = {key: value[:batch] for key, value in decisions.items()}
+            case = {
+                "backbone": name,
+                "tokens": adavit.stem.output.shape[1],
+                "policy": policy,
+                "keep_rate": rate,
+                "batch": batch,
+                "usage": adavit.usage(used),
+                "full_ms": ms["full (XLA)"],
+                "fast_ms": ms[policy],
+                "full_macs": int(fast.full_macs()),
+                "fast_macs": float(fast.macs(used).mean()),
+            }
+            case["speedup"] = case["full_ms"] / case["fast_ms"]
+            case["mac_ratio"] = case["full_macs"] / case["fast_macs"]
+            _add_bounds(case, ms["ungated"], fast.fixed_macs())
+            _print_case(case)
+            cases.append(case)
+    return cases
+
+
+def keep_rate_for_mac_ratio(adavit, fast, mac_ratio, batch, seed):
+    """The keep rate, one for every kind, whose imposed decisions cut the MACs `mac_ratio` times."""
+    low, high = 0.0, 1.0
+    for _ in range(20):  # bisection: fewer kept, fewer MACs
+        rate = (low + high) / 2
+        macs = fast.macs(adavit.random_decisions(batch, rate, seed=seed)).mean()
+        low, high = (rate, high) if fast.full_macs() / macs > mac_ratio else (low, rate)
+    return (low + high) / 2
+
+
+def independent_decisions(adavit, batch, rate, seed):
+    """Decisions drawn one by one, kept with probability `rate`, in the layout of `decide`."""
+    rng = np.random.default_rng(seed + 1)
+    shapes = {key: value.shape for key, value in adavit.random_decisions(1, rate).items()}
+    decisions = {key: rng.random((batch, *shape[1:])) < rate for key, shape in shapes.items()}
+    for key in DECISION_KEYS[1:]:  # the first block has no head or block gate
+        decisions[key][:, : 1 - adavit.first_gated] = True
+    return decisions
+
+
+def _done_cases(path):
+    """`(backbone, batch)` of the cases in the output file, and the cases, for `--resume`."""
+    if not path.exists():
+        return set(), []
+    cases = json.loads(path.read_text())["results"]["cases"]
+    return {(case["backbone"], case["batch"]) for case in cases}, cases
 
 
 def load_data(train, test):
@@ -108,7 +227,7 @@ def measure(patch_size, size, args, data):
                 "policy": name,
                 "keep_rate": None if policies[name] is None else float(name.split()[-1]),
                 "batch": batch,
-                "usage": {key: float(np.mean(value)) for key, value in result.decisions.items()},
+                "usage": adavit.usage(result.decisions),
                 "full_accuracy": full_accuracy,
                 "fast_accuracy": _accuracy(result.outputs, y_test),
                 "full_ms": ms["full (XLA)"],
@@ -126,10 +245,12 @@ def measure(patch_size, size, args, data):
 
 
 def _ungated_part(adavit):
-    """The part of the model that every policy runs: stem, first block and readout."""
+    """The part of the model that every policy runs: stem, ungated blocks and readout."""
     images = keras.Input(adavit.stem.input.shape[1:])
-    outputs = adavit.readout(adavit.blocks[0](adavit.stem(images)))  # (batch, classes)
-    return keras.Model(images, outputs, name="ungated_part")
+    x = adavit.stem(images)  # (batch, tokens, dim)
+    for block in adavit.blocks[: adavit.first_gated]:
+        x = block(x)
+    return keras.Model(images, adavit.readout(x), name="ungated_part")
 
 
 def _add_bounds(case, ungated_ms, fixed_macs):
@@ -156,9 +277,14 @@ def _accuracy(probabilities, labels):
 
 
 def _print_case(case):
+    accuracy = ""
+    if "fast_accuracy" in case:
+        accuracy = (
+            f"accuracy {case['fast_accuracy']:.4f} ({case['accuracy_change_points']:+.2f} points), "
+        )
     print(
-        f"batch {case['batch']:>2} {case['policy']:>20}: accuracy {case['fast_accuracy']:.4f} "
-        f"({case['accuracy_change_points']:+.2f} points), {case['full_ms']:.2f} / "
+        f"{case.get('backbone', case.get('patches'))} batch {case['batch']:>2} "
+        f"{case['policy']:>20}: {accuracy}{case['full_ms']:.2f} / "
         f"{case['fast_ms']:.2f} ms = {case['speedup']:.2f}x faster, "
         f"MACs {case['mac_ratio']:.2f}x fewer; ideal {case['ideal_speedup']:.2f}x, "
         f"ceiling {case['ceiling_speedup']:.2f}x",
@@ -179,8 +305,18 @@ def main(argv=None):
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--small", action="store_true", help="a seconds-long smoke run")
-    parser.add_argument("--output", default="results/benchmarks/adavit.json")
+    parser.add_argument(
+        "--paper-scale", action="store_true", help="DeiT-S and T2T-ViT-19 at 224 px, untrained"
+    )
+    parser.add_argument(
+        "--mac-ratio", type=float, default=2.0, help="full / fast-path MACs of --paper-scale"
+    )
+    parser.add_argument("--resume", action="store_true", help="skip the cases in --output")
+    parser.add_argument("--output", default=None)
     args = parser.parse_args(argv)
+    if args.paper_scale:
+        return paper_scale(args, started_at)
+    args.output = args.output or "results/benchmarks/adavit.json"
     size = SIZES["small" if args.small else "default"]
     data = load_data(size["train"], size["test"])
     cases = [case for patch in PATCH_SIZES for case in measure(patch, size, args, data)]
@@ -194,6 +330,27 @@ def main(argv=None):
         rounds={str(batch): rounds for batch, rounds in size["rounds"].items()},
     )
     write_benchmark(args.output, {"settings": settings, "cases": cases}, started_at=started_at)
+
+
+def paper_scale(args, started_at):
+    """The `--paper-scale` run: each case written to the output as soon as it is measured."""
+    size = "small" if args.small else "default"
+    backend = keras.backend.backend()
+    path = pathlib.Path(args.output or f"results/benchmarks/adavit_paper_scale_{backend}.json")
+    done, cases = _done_cases(path) if args.resume else (set(), [])
+    settings = {
+        "backbones": list(PAPER_BACKBONES[size]),
+        "backend": backend,
+        "mac_ratio": args.mac_ratio,
+        "seed": args.seed,
+        "small": args.small,
+        "rounds": {str(batch): rounds for batch, rounds in PAPER_ROUNDS[size].items()},
+    }
+    for name in PAPER_BACKBONES[size]:
+        if all((name, batch) in done for batch in BATCHES):
+            continue
+        cases += measure_paper_scale(name, size, args, done)
+        write_benchmark(path, {"settings": settings, "cases": cases}, started_at=started_at)
 
 
 if __name__ == "__main__":

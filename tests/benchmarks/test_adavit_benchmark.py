@@ -59,3 +59,45 @@ def test_bounds_by_hand(load_benchmark):
 def test_docs_table_is_pending_without_the_file(tmp_path):
     text = TABLES["adavit-benchmark"](Results(tmp_path))
     assert text.startswith("**Pending.**") and "python benchmarks/adavit.py" in text
+
+
+def test_paper_scale_decisions_cut_the_macs_as_asked(load_benchmark):
+    benchmark = load_benchmark("adavit")
+    keras.utils.set_random_seed(0)
+    vit = benchmark.build_vision_transformer(
+        (16, 16), 3, patch_size=4, hidden_dim=8, num_layers=3, num_heads=2
+    )
+    adavit = benchmark.AdaViT(vit)
+    adavit(np.zeros((1, 16, 16), "float32"))
+    fast = adavit.fast_path()
+    rate = benchmark.keep_rate_for_mac_ratio(adavit, fast, 2.0, 64, seed=0)
+    imposed = adavit.random_decisions(64, rate, seed=0)
+    assert fast.full_macs() / fast.macs(imposed).mean() == pytest.approx(2.0, rel=0.02)
+    drawn = benchmark.independent_decisions(adavit, 2000, rate, seed=0)
+    assert {k: v.shape[1:] for k, v in drawn.items()} == {
+        k: v.shape[1:] for k, v in imposed.items()
+    }
+    for key, value in adavit.usage(drawn).items():  # the same usage, example counts that differ
+        assert value == pytest.approx(rate, abs=0.02), key
+    assert len(np.unique(drawn["patches"].sum(-1))) > 2
+
+
+# Two tiny backbones, each compiled for batch 1 and 64: a minute or more.
+@pytest.mark.slow
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="One backend is enough.")
+def test_paper_scale_smoke_run_writes_each_case_and_resumes(tmp_path, load_benchmark):
+    benchmark = load_benchmark("adavit")
+    output = tmp_path / "paper.json"
+    benchmark.main(["--paper-scale", "--small", "--output", str(output)])
+    cases = json.loads(output.read_text())["results"]["cases"]
+    assert [(c["backbone"], c["batch"], c["policy"]) for c in cases] == [
+        (name, batch, policy)
+        for name in ("deit_s", "t2t_vit_19")
+        for batch in (1, 64)
+        for policy in ("imposed", "random")
+    ]
+    for case in cases:
+        np.testing.assert_allclose(case["speedup"], case["full_ms"] / case["fast_ms"])
+        assert case["mac_ratio"] > 1 and case["ideal_speedup"] > 0
+    benchmark.main(["--paper-scale", "--small", "--resume", "--output", str(output)])
+    assert json.loads(output.read_text())["results"]["cases"] == cases  # nothing measured again

@@ -55,7 +55,7 @@ def test_attend_heads_refuses_other_projections_and_patterns():
 
 def test_block_branches_add_up_to_the_block():
     block = TransformerBlock(num_heads=2, intermediate_dim=16)
-    x = _inputs()
+    x = ops.convert_to_tensor(_inputs())
     expected = ops.convert_to_numpy(block(x))
     y = x + block.attention_branch(x)
     np.testing.assert_allclose(ops.convert_to_numpy(y + block.mlp_branch(y)), expected, atol=1e-5)
@@ -66,7 +66,7 @@ def test_block_branches_add_up_to_the_block():
         ops.convert_to_numpy(block.attention_branch(x)),
         atol=1e-5,
     )
-    channels = np.tile([[1.0] * 4 + [0.0] * 4], (3, 1)).astype("float32")
+    channels = ops.convert_to_tensor(np.tile([[1.0] * 4 + [0.0] * 4], (3, 1)).astype("float32"))
     hidden = block.mlp_norm(y) * channels[:, None, :]
     expected = block.mlp_output(block.mlp_hidden(hidden))
     np.testing.assert_allclose(
