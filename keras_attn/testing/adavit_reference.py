@@ -14,6 +14,7 @@ import numpy as np
 
 from keras_attn.layers import ClassToken, PatchEmbedding
 from keras_attn.testing.reference import layer_norm, numpy_activation
+from keras_attn.utils.numpy_math import softmax
 
 
 class AdaViTNumpyReference:
@@ -203,9 +204,7 @@ def _attention(block, tokens, valid, heads):
         logits = np.where(valid[:, None], logits, -np.inf)
     else:
         logits = logits + np.where(valid[:, None], 0.0, block["additive_mask"])
-    weights = np.exp(logits - logits.max(-1, keepdims=True))
-    weights /= weights.sum(-1, keepdims=True)
-    return weights @ value  # (b, h, n, value_dim)
+    return softmax(logits) @ value  # (b, h, n, value_dim)
 
 
 def _project(tokens, kernel, bias, heads):
@@ -319,9 +318,7 @@ def _numpy_readout(backbone):
     kernel, bias = _numpy(head.kernel), _numpy(head.bias)
 
     def run(x):
-        logits = layer_norm(x[:, 0], *norm) @ kernel + bias  # (batch, classes)
-        exp = np.exp(logits - logits.max(-1, keepdims=True))
-        return exp / exp.sum(-1, keepdims=True)
+        return softmax(layer_norm(x[:, 0], *norm) @ kernel + bias)  # (batch, classes)
 
     return run
 

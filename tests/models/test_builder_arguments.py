@@ -79,23 +79,16 @@ def test_analysis_sizes_use_the_shared_check(call, name):
     assert generate_lda_documents(np.int64(3), seed=0).tokens.shape[0] == 3
 
 
-# AdaViT's own checks land with its move into `keras_attn.models.adavit`; until
-# then the gate thresholds are named `threshold` and the loss weight is unchecked.
-PENDING_ADAVIT_CHECK = pytest.mark.xfail(
-    strict=True, raises=(AssertionError, pytest.fail.Exception), reason="AdaViT checks pending"
-)
-
-
 @pytest.mark.parametrize(
     "name, value",
     [
         ("temperature", 0.0),
         ("temperature", True),
-        pytest.param("patch_threshold", 1.5, marks=PENDING_ADAVIT_CHECK),
-        pytest.param("head_threshold", -0.1, marks=PENDING_ADAVIT_CHECK),
-        pytest.param("block_threshold", 1.0, marks=PENDING_ADAVIT_CHECK),
-        pytest.param("usage_loss_weight", -1.0, marks=PENDING_ADAVIT_CHECK),
-        pytest.param("usage_loss_weight", True, marks=PENDING_ADAVIT_CHECK),
+        ("patch_threshold", 1.5),
+        ("head_threshold", -0.1),
+        ("block_threshold", 1.0),
+        ("usage_loss_weight", -1.0),
+        ("usage_loss_weight", True),
     ],
 )
 def test_adavit_checks_its_gate_and_loss_arguments(name, value):

@@ -20,7 +20,7 @@ from keras import ops
 
 from keras_attn._typing import Tensor
 from keras_attn.models.adavit.decisions import DECISION_KEYS
-from keras_attn.utils.macs import count_macs, layer_macs
+from keras_attn.models.macs import count_macs, layer_macs
 from keras_attn.utils.validation import check_int, check_optional_int
 
 if TYPE_CHECKING:  # the model imports this module, not the other way round
@@ -256,7 +256,7 @@ class AdaViTFastPath(keras.Model):
     def macs(self, decisions: Mapping[str, np.ndarray]) -> np.ndarray:
         """Multiply-accumulates of each example under `decisions`.
 
-        Counted with `keras_attn.utils.macs`: the backbone outside the gated
+        Counted with `keras_attn.models.macs`: the backbone outside the gated
         blocks, the gates, and per gated block the attention on the kept
         tokens and heads (when on) and the MLP on the kept tokens (when on).
 

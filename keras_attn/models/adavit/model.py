@@ -19,7 +19,7 @@ from keras_attn._typing import Tensor
 from keras_attn.layers import GumbelSigmoidGate, TransformerBlock
 from keras_attn.models.adavit.decisions import DECISION_KEYS, fixed_gates, random_keep
 from keras_attn.models.adavit.fast_path import AdaViTFastPath
-from keras_attn.utils.validation import check_bool
+from keras_attn.utils.validation import check_bool, check_float
 
 # What models saved before these options existed computed: `from_config` restores it.
 _FORMER_BEHAVIOUR = {
@@ -132,11 +132,11 @@ class AdaViT(keras.Model):
         self.target_usage = _check_target_usage(target_usage)
         self.backbone = backbone
         self.blocks = _transformer_blocks(backbone)
-        self.usage_loss_weight = usage_loss_weight
+        self.usage_loss_weight = check_float("usage_loss_weight", usage_loss_weight, low=0.0)
         self.temperature = temperature
-        self.patch_threshold = patch_threshold
-        self.head_threshold = head_threshold
-        self.block_threshold = block_threshold
+        self.patch_threshold = _check_threshold("patch_threshold", patch_threshold)
+        self.head_threshold = _check_threshold("head_threshold", head_threshold)
+        self.block_threshold = _check_threshold("block_threshold", block_threshold)
         self.gate_bias = gate_bias
         self.seed = seed
         self.gate_first_block = check_bool("gate_first_block", gate_first_block)
@@ -437,9 +437,14 @@ def _transformer_blocks(backbone):
     if not isinstance(backbone, keras.Model):
         raise ValueError(f"`backbone` must be a keras.Model. Received: backbone={backbone!r}")
     blocks = [layer for layer in backbone.layers if isinstance(layer, TransformerBlock)]
-    if len(blocks) < 2 or not all(block.norm_first for block in blocks):
+    if len(blocks) < 2 or not all(block.normalize_first for block in blocks):
         raise ValueError(
             "`backbone` must hold at least two pre-norm `TransformerBlock`s. "
             f"Received: backbone={backbone.name!r} with {len(blocks)} blocks"
         )
     return blocks
+
+
+def _check_threshold(name, value):
+    """A gate's keep threshold: a probability strictly between 0 and 1."""
+    return check_float(name, value, 0.0, 1.0, low_open=True, high_open=True)
