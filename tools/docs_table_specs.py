@@ -667,6 +667,22 @@ def attention_core_benchmark(results):
     return markdown_table(["pattern", "L", "Keras MHA (ms)", "core (ms)", "core / Keras"], rows)
 
 
+def attention_speed(results):
+    """Per backend and length: LogSparse, dense causal and torch's fused kernel, and two ratios."""
+    rows = [
+        [
+            row["backend"],
+            f"{row['length']:,}",
+            *(f"{row['seconds'][name] * 1e3:,.1f}" for name in ("logsparse", "causal", "sdpa")),
+            f"{row['causal_over_logsparse']:.2f}",
+            f"{row['causal_over_sdpa']:.2f}",
+        ]
+        for row in results("benchmarks/attention_speed")["results"]["rows"]
+    ]
+    header = ["backend", "L", "LogSparse (ms)", "dense causal (ms)", "torch SDPA (ms)"]
+    return markdown_table([*header, "causal / LogSparse", "causal / SDPA"], rows)
+
+
 def _mib(value):
     return "not run" if value is None else f"{value / 2**20:,.0f}"
 
@@ -978,6 +994,7 @@ TABLES = {
     ),
     "t2t-vit-benchmark": t2t_benchmark,
     "attention-core-benchmark": attention_core_benchmark,
+    "attention-speed": attention_speed,
     "logsparse-benchmark-jax": logsparse_benchmark("jax"),
     "logsparse-benchmark-tensorflow": logsparse_benchmark("tensorflow"),
     "logsparse-benchmark-targets": logsparse_benchmark_targets,
