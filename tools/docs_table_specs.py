@@ -683,6 +683,20 @@ def attention_speed(results):
     return markdown_table([*header, "causal / LogSparse", "causal / SDPA"], rows)
 
 
+def bsarec_training_benchmark(results):
+    """Training sequences/s per model: the former way and `fit_recommender`, XLA on and off."""
+    rows = [
+        [
+            row["model"],
+            row["way"],
+            "on" if row["jit_compile"] else "off",
+            f"{row['sequences_per_s']:,.0f}",
+        ]
+        for row in results("benchmarks/bsarec_training")["results"]["rows"]
+    ]
+    return markdown_table(["model", "way", "XLA", "sequences/s"], rows)
+
+
 def _mib(value):
     return "not run" if value is None else f"{value / 2**20:,.0f}"
 
@@ -995,6 +1009,7 @@ TABLES = {
     "t2t-vit-benchmark": t2t_benchmark,
     "attention-core-benchmark": attention_core_benchmark,
     "attention-speed": attention_speed,
+    "bsarec-training-benchmark": bsarec_training_benchmark,
     "logsparse-benchmark-jax": logsparse_benchmark("jax"),
     "logsparse-benchmark-tensorflow": logsparse_benchmark("tensorflow"),
     "logsparse-benchmark-targets": logsparse_benchmark_targets,
