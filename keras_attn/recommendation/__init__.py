@@ -23,7 +23,6 @@ from keras_attn.recommendation.metrics import (
     target_ranks,
 )
 from keras_attn.recommendation.training import (
-    SampledBinaryCrossentropy,
     fit_recommender,
     sample_negatives,
 )
@@ -31,7 +30,6 @@ from keras_attn.recommendation.training import (
 __all__ = [
     "LeaveOneOutSplit",
     "RankingEarlyStopping",
-    "SampledBinaryCrossentropy",
     "evaluate_full_ranking",
     "exclusion_mask",
     "fit_recommender",

@@ -2,9 +2,9 @@ import keras
 import numpy as np
 import pytest
 
+from keras_attn.losses import SampledBinaryCrossentropy
 from keras_attn.models import build_bsarec, build_sasrec
 from keras_attn.recommendation import (
-    SampledBinaryCrossentropy,
     fit_recommender,
     leave_one_out_split,
     sample_negatives,
