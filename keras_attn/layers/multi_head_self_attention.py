@@ -798,12 +798,15 @@ def _allowed_keys(length, mask, attention_mask, causal):
     The logical and of the causal mask, the padding `mask` (on the keys) and
     `attention_mask`, of those that apply; `None` when every key is visible.
     """
+    # Boolean masks gain axes with `expand_dims`: indexing with `None` becomes
+    # a strided slice that the TFLite converter keeps as a TensorFlow op.
     allowed = []
     if causal:
         positions = ops.arange(0, length)
-        allowed.append((positions[:, None] >= positions[None, :])[None])  # (1, length, length)
+        causal_mask = ops.expand_dims(positions, 1) >= ops.expand_dims(positions, 0)
+        allowed.append(ops.expand_dims(causal_mask, 0))  # (1, length, length)
     if mask is not None:
-        allowed.append(ops.cast(mask, "bool")[:, None, :])  # (batch, 1, length)
+        allowed.append(ops.expand_dims(ops.cast(mask, "bool"), 1))  # (batch, 1, length)
     if attention_mask is not None:
         allowed.append(ops.cast(attention_mask, "bool"))  # (batch, length, length)
     return _all_of(*allowed)

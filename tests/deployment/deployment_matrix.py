@@ -378,19 +378,6 @@ UPSTREAM_LIMITS = {
         "or export from TensorFlow.",
     ),
     **_limits(
-        (
-            "LogSparseAttention",
-            "MultiHeadSelfAttention(CausalWindowPattern)",
-            "build_logsparse_forecaster",
-        ),
-        "onnx",
-        "torch",
-        r"aten::ravel|'NoneType' object has no attribute 'view'",
-        "torch.export cannot trace the gather of a sparse pattern (an unbacked size), and "
-        "the TorchScript exporter Keras falls back to cannot convert it (`aten::ravel`, or "
-        "`any` over an axis); export ONNX from TensorFlow.",
-    ),
-    **_limits(
         ("build_decoder_language_model", "build_logsparse_forecaster"),
         "litert",
         "tensorflow",
