@@ -32,8 +32,11 @@ decisions of a keep rate chosen so that the fast path spends `--mac-ratio`
 than the full model: imposed ones (every example keeps the same share of
 each kind, at random positions) and random ones of the same usage (each
 decision drawn on its own, so that the examples differ). Each case is
-written to `--output` as soon as it is measured; `--resume` skips the cases
-already there. `--paper-scale --small` is a smoke run of tiny stand-ins.
+written to `--output` as soon as it is measured, with the seconds of each
+predictor's first call (the fast path's includes its XLA compilation, which
+grows with the number of branches: `--token-buckets` x `--head-buckets`
+attention branches per gated block); `--resume` skips the cases already
+there. `--paper-scale --small` is a smoke run of tiny stand-ins.
 
     python benchmarks/adavit.py [--gamma 0.5] [--keep-rates 0.5 0.3 0] [--small]
     KERAS_BACKEND=jax python benchmarks/adavit.py --paper-scale --resume \
@@ -107,54 +110,62 @@ PAPER_BACKBONES = {
         ),
     },
 }  # fmt: skip
-PAPER_ROUNDS = {"default": {1: 30, 64: 5}, "small": {1: 2, 64: 1}}
-# The fast path's defaults, and few branches for a quick smoke run.
-PAPER_BUCKETS = {"default": {}, "small": {"token_buckets": 1, "head_buckets": 1}}
+PAPER_ROUNDS = {"default": {1: 20, 64: 3}, "small": {1: 2, 64: 1}}
 
 
 def measure_paper_scale(name, size, args, done):
-    """The cases of one paper backbone not in `done`: imposed and random decisions, per batch."""
+    """Yields the cases of one paper backbone not in `done`, one batch size at a time."""
     keras.utils.set_random_seed(args.seed)
     backbone = PAPER_BACKBONES[size][name]()
     images = np.random.default_rng(args.seed).normal(size=(max(BATCHES), *backbone.input.shape[1:]))
     images = images.astype("float32")
     adavit = AdaViT(backbone, seed=args.seed)
     adavit(images[:1])  # builds the gates
-    fast = adavit.fast_path(**PAPER_BUCKETS[size])
+    fast = adavit.fast_path(**paper_buckets(size, args))
     rate = keep_rate_for_mac_ratio(adavit, fast, args.mac_ratio, len(images), args.seed)
     policies = {
         "imposed": adavit.random_decisions(len(images), rate, seed=args.seed),
         "random": independent_decisions(adavit, len(images), rate, seed=args.seed),
     }
     full, ungated = xla_function(backbone), xla_function(_ungated_part(adavit))
-    cases = []
     for batch in BATCHES:
         if (name, batch) in done:
             continue
         predictors = {"full (XLA)": full, "ungated": ungated}
         for policy, decisions in policies.items():
             predictors[policy] = _fast_predictor(fast, decisions, batch)
+        first_call_s = _first_call_seconds(predictors, images[:batch])
         ms = batch_latency_ms(predictors, images, batch, PAPER_ROUNDS[size][batch])
+        cases = []
         for policy, decisions in policies.items():
             used = {key: value[:batch] for key, value in decisions.items()}
-            case = {
-                "backbone": name,
-                "tokens": adavit.stem.output.shape[1],
-                "policy": policy,
-                "keep_rate": rate,
-                "batch": batch,
-                "usage": adavit.usage(used),
-                "full_ms": ms["full (XLA)"],
-                "fast_ms": ms[policy],
-                "full_macs": int(fast.full_macs()),
-                "fast_macs": float(fast.macs(used).mean()),
+            case = _case(fast, adavit, ms, policy, batch, used, backbone=name)
+            case["tokens"] = adavit.stem.output.shape[1]
+            case["keep_rate"] = rate
+            case["first_call_s"] = {
+                "full": first_call_s["full (XLA)"],
+                "fast": first_call_s[policy],  # the first policy's includes the compilation
             }
-            case["speedup"] = case["full_ms"] / case["fast_ms"]
-            case["mac_ratio"] = case["full_macs"] / case["fast_macs"]
-            _add_bounds(case, ms["ungated"], fast.fixed_macs())
             _print_case(case)
             cases.append(case)
-    return cases
+        yield cases
+
+
+def paper_buckets(size, args):
+    """The fast path's token and head buckets of a `--paper-scale` run."""
+    if size == "small":
+        return {"token_buckets": 1, "head_buckets": 1}  # few branches: a quick smoke run
+    return {"token_buckets": args.token_buckets, "head_buckets": args.head_buckets}
+
+
+def _first_call_seconds(predictors, batch):
+    """Seconds of each predictor's first call on `batch`: compilation included."""
+    seconds = {}
+    for name, predict in predictors.items():
+        started = time.perf_counter()
+        predict(batch)
+        seconds[name] = time.perf_counter() - started
+    return seconds
 
 
 def keep_rate_for_mac_ratio(adavit, fast, mac_ratio, batch, seed):
@@ -221,24 +232,14 @@ def measure(patch_size, size, args, data):
             predictors[name] = _fast_predictor(fast, decisions, batch)
         ms = batch_latency_ms(predictors, x_test, batch, size["rounds"][batch])
         for name, result in evaluated.items():
-            case = {
-                "patches": tokens,
-                "patch_size": patch_size,
-                "policy": name,
-                "keep_rate": None if policies[name] is None else float(name.split()[-1]),
-                "batch": batch,
-                "usage": adavit.usage(result.decisions),
-                "full_accuracy": full_accuracy,
-                "fast_accuracy": _accuracy(result.outputs, y_test),
-                "full_ms": ms["full (XLA)"],
-                "fast_ms": ms[name],
-                "full_macs": int(fast.full_macs()),
-                "fast_macs": float(result.macs.mean()),
-            }
+            case = _case(fast, adavit, ms, name, batch, result.decisions, patches=tokens)
+            case.update(
+                patch_size=patch_size,
+                keep_rate=None if policies[name] is None else float(name.split()[-1]),
+                full_accuracy=full_accuracy,
+                fast_accuracy=_accuracy(result.outputs, y_test),
+            )
             case["accuracy_change_points"] = 100 * (case["fast_accuracy"] - full_accuracy)
-            case["speedup"] = case["full_ms"] / case["fast_ms"]
-            case["mac_ratio"] = case["full_macs"] / case["fast_macs"]
-            _add_bounds(case, ms["ungated"], fast.fixed_macs())
             _print_case(case)
             cases.append(case)
     return cases
@@ -251,6 +252,17 @@ def _ungated_part(adavit):
     for block in adavit.blocks[: adavit.first_gated]:
         x = block(x)
     return keras.Model(images, adavit.readout(x), name="ungated_part")
+
+
+def _case(fast, adavit, ms, policy, batch, decisions, **identity):
+    """A measured case: usage, latencies, MACs, their ratios and the bounds of the ratio."""
+    case = dict(identity, policy=policy, batch=batch, usage=adavit.usage(decisions))
+    case.update(full_ms=ms["full (XLA)"], fast_ms=ms[policy])
+    case.update(full_macs=int(fast.full_macs()), fast_macs=float(fast.macs(decisions).mean()))
+    case["speedup"] = case["full_ms"] / case["fast_ms"]
+    case["mac_ratio"] = case["full_macs"] / case["fast_macs"]
+    _add_bounds(case, ms["ungated"], fast.fixed_macs())
+    return case
 
 
 def _add_bounds(case, ungated_ms, fixed_macs):
@@ -311,6 +323,12 @@ def main(argv=None):
     parser.add_argument(
         "--mac-ratio", type=float, default=2.0, help="full / fast-path MACs of --paper-scale"
     )
+    parser.add_argument(
+        "--token-buckets", type=int, default=4, help="token capacities of --paper-scale (4)"
+    )
+    parser.add_argument(
+        "--head-buckets", type=int, default=None, help="head capacities of --paper-scale"
+    )
     parser.add_argument("--resume", action="store_true", help="skip the cases in --output")
     parser.add_argument("--output", default=None)
     args = parser.parse_args(argv)
@@ -346,11 +364,11 @@ def paper_scale(args, started_at):
         "small": args.small,
         "rounds": {str(batch): rounds for batch, rounds in PAPER_ROUNDS[size].items()},
     }
+    settings.update(paper_buckets(size, args))
     for name in PAPER_BACKBONES[size]:
-        if all((name, batch) in done for batch in BATCHES):
-            continue
-        cases += measure_paper_scale(name, size, args, done)
-        write_benchmark(path, {"settings": settings, "cases": cases}, started_at=started_at)
+        for measured in measure_paper_scale(name, size, args, done):
+            cases += measured
+            write_benchmark(path, {"settings": settings, "cases": cases}, started_at=started_at)
 
 
 if __name__ == "__main__":
