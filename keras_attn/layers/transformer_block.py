@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_attn._typing import Initializer, Tensor
+from keras_attn.layers._config import argument_config
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.utils.initializers import clone_initializer
@@ -419,32 +420,25 @@ class TransformerBlock(keras.layers.Layer):
         return output, scores
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "intermediate_dim": self.intermediate_dim,
-                "key_dim": self.key_dim,
-                "dropout": self.dropout,
-                "mlp_hidden_dropout": self.mlp_hidden_dropout,
-                "drop_path_rate": self.drop_path_rate,
-                "seed": self.seed,
-                "attention_dropout": self.attention_dropout,
-                "normalize_first": self.normalize_first,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "activation": keras.activations.serialize(self.activation),
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-                "attention_kwargs": {
-                    name: keras.saving.serialize_keras_object(value)
-                    for name, value in self.attention_kwargs.items()
-                },
-                "attention": (
-                    keras.saving.serialize_keras_object(self.attention)
-                    if self._custom_attention
-                    else None
-                ),
-            }
+        arguments = (
+            "num_heads",
+            "intermediate_dim",
+            "key_dim",
+            "dropout",
+            "mlp_hidden_dropout",
+            "drop_path_rate",
+            "seed",
+            "attention_dropout",
+            "normalize_first",
+            "layer_norm_epsilon",
+            "activation",
+            "kernel_initializer",
+            "bias_initializer",
+            "attention_kwargs",
+        )
+        config = {**super().get_config(), **argument_config(self, arguments)}
+        config["attention"] = (
+            keras.saving.serialize_keras_object(self.attention) if self._custom_attention else None
         )
         return config
 
