@@ -281,6 +281,21 @@ class TransformerBlock(keras.layers.Layer):
         return_attention_scores: bool = False,
     ) -> Tensor | tuple[Tensor, Tensor]:
         x = self.attention_norm(inputs) if self.normalize_first else inputs
+        attended, scores = self._attend(
+            x, mask, head_mask, attention_mask, training, return_attention_scores
+        )
+        attended = self.dropout_layer(attended, training=training)  # (batch, length, dim)
+        x = inputs + _gated(self._drop_path(attended, training), attention_gate, "attention_gate")
+        x = x if self.normalize_first else self.attention_norm(x)
+        y = self._mlp(self.mlp_norm(x) if self.normalize_first else x, training)
+        x = x + _gated(self._drop_path(y, training), mlp_gate, "mlp_gate")
+        x = x if self.normalize_first else self.mlp_norm(x)
+        return (x, scores) if return_attention_scores else x
+
+    def _attend(
+        self, x, mask, head_mask, attention_mask=None, training=None, return_attention_scores=False
+    ):
+        """`(attention(x), scores)`, with `scores=None` unless `return_attention_scores`."""
         attention_inputs, masks = self._attention_inputs(x, mask, head_mask, attention_mask)
         attended = self.attention(
             *attention_inputs,
@@ -288,19 +303,12 @@ class TransformerBlock(keras.layers.Layer):
             training=training,
             return_attention_scores=return_attention_scores,
         )
-        attended, scores = attended if return_attention_scores else (attended, None)
-        attended = self.dropout_layer(attended, training=training)  # (batch, length, dim)
-        x = inputs + _gated(self._drop_path(attended, training), attention_gate, "attention_gate")
-        x = x if self.normalize_first else self.attention_norm(x)
-        y = self.mlp_norm(x) if self.normalize_first else x
-        y = self.mlp_hidden_dropout_layer(
-            self.mlp_hidden(y), training=training
-        )  # (.., intermediate_dim)
-        y = self.mlp_output(y)  # (batch, length, dim)
-        y = self._drop_path(self.dropout_layer(y, training=training), training)
-        x = x + _gated(y, mlp_gate, "mlp_gate")
-        x = x if self.normalize_first else self.mlp_norm(x)
-        return (x, scores) if return_attention_scores else x
+        return attended if return_attention_scores else (attended, None)
+
+    def _mlp(self, x, training):
+        """`dropout(mlp_output(dropout(mlp_hidden(x))))`, `(batch, length, dim)`."""
+        hidden = self.mlp_hidden_dropout_layer(self.mlp_hidden(x), training=training)
+        return self.dropout_layer(self.mlp_output(hidden), training=training)
 
     def attention_branch(
         self,
@@ -341,8 +349,7 @@ class TransformerBlock(keras.layers.Layer):
                 )
             attended = self.attention.attend_heads(x, heads, head_mask, mask, training=training)
         else:
-            attention_inputs, masks = self._attention_inputs(x, mask, head_mask)
-            attended = self.attention(*attention_inputs, **masks, training=training)
+            attended, _ = self._attend(x, mask, head_mask, training=training)
         attended = self.dropout_layer(attended, training=training)  # (batch, length, dim)
         return self._drop_path(attended, training) if drop_path else attended
 
@@ -375,8 +382,7 @@ class TransformerBlock(keras.layers.Layer):
         if channel_mask is not None:
             check_shape("channel_mask", channel_mask, (inputs.shape[0], inputs.shape[-1]))
             y = y * ops.cast(channel_mask, y.dtype)[:, None, :]
-        y = self.mlp_hidden_dropout_layer(self.mlp_hidden(y), training=training)
-        y = self.dropout_layer(self.mlp_output(y), training=training)  # (batch, length, dim)
+        y = self._mlp(y, training)  # (batch, length, dim)
         return self._drop_path(y, training) if drop_path else y
 
     def _check_pre_norm(self, method):
