@@ -552,14 +552,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     def compute_output_spec(
         self,
-        inputs,
-        mask=None,
-        head_mask=None,
-        attention_mask=None,
-        training=None,
-        return_attention_scores=False,
-        use_causal_mask=False,
-    ):
+        inputs: Tensor,
+        mask: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        training: bool | None = None,
+        return_attention_scores: bool = False,
+        use_causal_mask: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
         # Written out rather than traced: with an unknown length, JAX traces
         # a symbolic length, whose key count a sparse pattern cannot compute.
         self._adds_causal_mask(use_causal_mask)

@@ -407,15 +407,15 @@ class TransformerBlock(keras.layers.Layer):
 
     def compute_output_spec(
         self,
-        inputs,
-        mask=None,
-        head_mask=None,
-        attention_mask=None,
-        attention_gate=None,
-        mlp_gate=None,
-        training=None,
-        return_attention_scores=False,
-    ):
+        inputs: Tensor,
+        mask: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        attention_gate: Tensor | None = None,
+        mlp_gate: Tensor | None = None,
+        training: bool | None = None,
+        return_attention_scores: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
         output = keras.KerasTensor(inputs.shape, self.compute_dtype)
         if not return_attention_scores:
             return output
