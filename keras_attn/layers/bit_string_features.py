@@ -10,6 +10,7 @@ import keras
 from keras import ops
 
 from keras_attn._typing import Tensor
+from keras_attn.layers._config import argument_config
 from keras_attn.utils.validation import (
     check_bool,
     check_choice,
@@ -107,13 +108,5 @@ class BitStringFeatures(keras.layers.Layer):
         return (*input_shape, self.width * (2 if self.mirrored else 1))
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "task": self.task,
-                "width": self.width,
-                "include_tokens": self.include_tokens,
-                "mirrored": self.mirrored,
-            }
-        )
-        return config
+        arguments = ("task", "width", "include_tokens", "mirrored")
+        return {**super().get_config(), **argument_config(self, arguments)}

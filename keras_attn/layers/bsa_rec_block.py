@@ -12,6 +12,7 @@ from collections.abc import Callable
 import keras
 
 from keras_attn._typing import Initializer, Tensor
+from keras_attn.layers._config import argument_config
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.fourier_filter import FourierFilter
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
@@ -223,20 +224,17 @@ class BSARecBlock(keras.layers.Layer):
         return input_shape
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "alpha": self.alpha,
-                "cutoff": self.cutoff,
-                "intermediate_dim": self.intermediate_dim,
-                "dropout": self.dropout,
-                "attention_dropout": self.attention_dropout,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "additive_mask": self.additive_mask,
-                "activation": keras.activations.serialize(self.activation),
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "seed": self.seed,
-            }
+        arguments = (
+            "num_heads",
+            "alpha",
+            "cutoff",
+            "intermediate_dim",
+            "dropout",
+            "attention_dropout",
+            "layer_norm_epsilon",
+            "additive_mask",
+            "activation",
+            "kernel_initializer",
+            "seed",
         )
-        return config
+        return {**super().get_config(), **argument_config(self, arguments)}

@@ -14,6 +14,7 @@ import numpy as np
 from keras import ops
 
 from keras_attn._typing import Initializer, Tensor
+from keras_attn.layers._config import argument_config
 from keras_attn.utils.validation import (
     check_int,
     check_optional_int,
@@ -206,14 +207,5 @@ class FourierFilter(keras.layers.Layer):
         return input_shape
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "cutoff": self.cutoff,
-                "dropout": self.dropout,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "sqrt_beta_initializer": keras.initializers.serialize(self.sqrt_beta_initializer),
-                "seed": self.seed,
-            }
-        )
-        return config
+        arguments = ("cutoff", "dropout", "layer_norm_epsilon", "sqrt_beta_initializer", "seed")
+        return {**super().get_config(), **argument_config(self, arguments)}

@@ -9,6 +9,7 @@ import keras
 from keras import ops
 
 from keras_attn._typing import Initializer, Tensor
+from keras_attn.layers._config import argument_config
 from keras_attn.utils.validation import check_positive, feature_spec
 
 
@@ -73,11 +74,5 @@ class GaussianHead(keras.layers.Layer):
         return (*input_shape[:-1], 2)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "min_scale": self.min_scale,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-            }
-        )
-        return config
+        arguments = ("min_scale", "kernel_initializer")
+        return {**super().get_config(), **argument_config(self, arguments)}

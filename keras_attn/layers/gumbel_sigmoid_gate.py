@@ -10,6 +10,7 @@ import keras
 from keras import ops
 
 from keras_attn._typing import Initializer, Tensor
+from keras_attn.layers._config import argument_config
 from keras_attn.utils.validation import (
     check_float,
     check_int,
@@ -122,15 +123,12 @@ class GumbelSigmoidGate(keras.layers.Layer):
         return (*input_shape[:-1], self.units)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "units": self.units,
-                "temperature": self.temperature,
-                "threshold": self.threshold,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-                "seed": self.seed,
-            }
+        arguments = (
+            "units",
+            "temperature",
+            "threshold",
+            "kernel_initializer",
+            "bias_initializer",
+            "seed",
         )
-        return config
+        return {**super().get_config(), **argument_config(self, arguments)}

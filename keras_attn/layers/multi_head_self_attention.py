@@ -17,6 +17,7 @@ import keras
 from keras import ops
 
 from keras_attn._typing import Initializer, Shape, Tensor
+from keras_attn.layers._config import argument_config
 from keras_attn.layers.attention_pattern import AttentionPattern
 from keras_attn.utils.initializers import clone_initializer
 from keras_attn.utils.validation import (
@@ -551,14 +552,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
     def compute_output_spec(
         self,
-        inputs,
-        mask=None,
-        head_mask=None,
-        attention_mask=None,
-        training=None,
-        return_attention_scores=False,
-        use_causal_mask=False,
-    ):
+        inputs: Tensor,
+        mask: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        training: bool | None = None,
+        return_attention_scores: bool = False,
+        use_causal_mask: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
         # Written out rather than traced: with an unknown length, JAX traces
         # a symbolic length, whose key count a sparse pattern cannot compute.
         self._adds_causal_mask(use_causal_mask)
@@ -756,31 +757,25 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         return mask
 
     def get_config(self):
-        config = super().get_config()
-        pattern = self.attention_pattern
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "key_dim": self.key_dim,
-                "value_dim": self.value_dim,
-                "output_dim": self.output_dim,
-                "dropout": self.dropout,
-                "use_bias": self.use_bias,
-                "output_use_bias": self.output_use_bias,
-                "attention_pattern": (
-                    keras.saving.serialize_keras_object(pattern) if self.is_sparse else pattern
-                ),
-                "logit_scale": self.logit_scale,
-                "qk_scale": self.qk_scale,
-                "additive_mask": self.additive_mask,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
-                "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
-                "seed": self.seed,
-            }
+        arguments = (
+            "num_heads",
+            "key_dim",
+            "value_dim",
+            "output_dim",
+            "dropout",
+            "use_bias",
+            "output_use_bias",
+            "attention_pattern",
+            "logit_scale",
+            "qk_scale",
+            "additive_mask",
+            "kernel_initializer",
+            "bias_initializer",
+            "kernel_regularizer",
+            "bias_regularizer",
+            "seed",
         )
-        return config
+        return {**super().get_config(), **argument_config(self, arguments)}
 
 
 def _slot_allowed(indices, valid, mask):

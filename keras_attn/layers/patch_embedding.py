@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_attn._typing import Initializer, Tensor
+from keras_attn.layers._config import argument_config
 from keras_attn.utils.grids import window_grid
 from keras_attn.utils.validation import check_int, check_rank, feature_spec, renamed_config
 
@@ -86,15 +87,8 @@ class PatchEmbedding(keras.layers.Layer):
         return (input_shape[0], rows * columns, self.hidden_dim)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "patch_size": self.patch_size,
-                "hidden_dim": self.hidden_dim,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-            }
-        )
-        return config
+        arguments = ("patch_size", "hidden_dim", "kernel_initializer")
+        return {**super().get_config(), **argument_config(self, arguments)}
 
     @classmethod
     def from_config(cls, config):

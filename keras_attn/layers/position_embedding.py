@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_attn._typing import Initializer, Tensor
+from keras_attn.layers._config import argument_config
 from keras_attn.utils.validation import (
     check_int,
     check_length,
@@ -75,14 +76,8 @@ class PositionEmbedding(keras.layers.Layer):
         return input_shape
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "max_sequence_length": self.max_sequence_length,
-                "initializer": keras.initializers.serialize(self.initializer),
-            }
-        )
-        return config
+        arguments = ("max_sequence_length", "initializer")
+        return {**super().get_config(), **argument_config(self, arguments)}
 
     @classmethod
     def from_config(cls, config):

@@ -10,6 +10,7 @@ import keras
 from keras import ops
 
 from keras_attn._typing import Tensor
+from keras_attn.layers._config import argument_config
 from keras_attn.layers.soft_split import SoftSplit
 from keras_attn.layers.token_performer import TokenPerformer
 from keras_attn.layers.token_transformer import TokenTransformer
@@ -160,19 +161,16 @@ class T2TModule(keras.layers.Layer):
         return (input_shape[0], rows * columns, self.hidden_dim)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "hidden_dim": self.hidden_dim,
-                "token_layer": self.token_layer,
-                "token_dim": self.token_dim,
-                "kernel_sizes": self.kernel_sizes,
-                "strides": self.strides,
-                "paddings": self.paddings,
-                "seed": self.seed,
-            }
+        arguments = (
+            "hidden_dim",
+            "token_layer",
+            "token_dim",
+            "kernel_sizes",
+            "strides",
+            "paddings",
+            "seed",
         )
-        return config
+        return {**super().get_config(), **argument_config(self, arguments)}
 
     @classmethod
     def from_config(cls, config):

@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from keras_attn._typing import Tensor
+from keras_attn.layers._config import argument_config
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.utils.validation import (
     check_int,
@@ -155,14 +156,5 @@ class TokenPerformer(keras.layers.Layer):
         return (*input_shape[:-1], self.token_dim)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "token_dim": self.token_dim,
-                "kernel_ratio": self.kernel_ratio,
-                "dropout": self.dropout,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "seed": self.seed,
-            }
-        )
-        return config
+        arguments = ("token_dim", "kernel_ratio", "dropout", "layer_norm_epsilon", "seed")
+        return {**super().get_config(), **argument_config(self, arguments)}

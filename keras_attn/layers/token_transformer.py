@@ -7,6 +7,7 @@ on ImageNet", ICCV 2021 (https://arxiv.org/abs/2101.11986).
 import keras
 
 from keras_attn._typing import Tensor
+from keras_attn.layers._config import argument_config
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.utils.validation import (
@@ -117,16 +118,8 @@ class TokenTransformer(keras.layers.Layer):
         return (*input_shape[:-1], self.token_dim)
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "token_dim": self.token_dim,
-                "intermediate_dim": self.intermediate_dim,
-                "dropout": self.dropout,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-            }
-        )
-        return config
+        arguments = ("token_dim", "intermediate_dim", "dropout", "layer_norm_epsilon")
+        return {**super().get_config(), **argument_config(self, arguments)}
 
     @classmethod
     def from_config(cls, config):

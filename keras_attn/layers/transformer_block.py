@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_attn._typing import Initializer, Tensor
+from keras_attn.layers._config import argument_config
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.utils.initializers import clone_initializer
@@ -280,6 +281,21 @@ class TransformerBlock(keras.layers.Layer):
         return_attention_scores: bool = False,
     ) -> Tensor | tuple[Tensor, Tensor]:
         x = self.attention_norm(inputs) if self.normalize_first else inputs
+        attended, scores = self._attend(
+            x, mask, head_mask, attention_mask, training, return_attention_scores
+        )
+        attended = self.dropout_layer(attended, training=training)  # (batch, length, dim)
+        x = inputs + _gated(self._drop_path(attended, training), attention_gate, "attention_gate")
+        x = x if self.normalize_first else self.attention_norm(x)
+        y = self._mlp(self.mlp_norm(x) if self.normalize_first else x, training)
+        x = x + _gated(self._drop_path(y, training), mlp_gate, "mlp_gate")
+        x = x if self.normalize_first else self.mlp_norm(x)
+        return (x, scores) if return_attention_scores else x
+
+    def _attend(
+        self, x, mask, head_mask, attention_mask=None, training=None, return_attention_scores=False
+    ):
+        """`(attention(x), scores)`, with `scores=None` unless `return_attention_scores`."""
         attention_inputs, masks = self._attention_inputs(x, mask, head_mask, attention_mask)
         attended = self.attention(
             *attention_inputs,
@@ -287,19 +303,12 @@ class TransformerBlock(keras.layers.Layer):
             training=training,
             return_attention_scores=return_attention_scores,
         )
-        attended, scores = attended if return_attention_scores else (attended, None)
-        attended = self.dropout_layer(attended, training=training)  # (batch, length, dim)
-        x = inputs + _gated(self._drop_path(attended, training), attention_gate, "attention_gate")
-        x = x if self.normalize_first else self.attention_norm(x)
-        y = self.mlp_norm(x) if self.normalize_first else x
-        y = self.mlp_hidden_dropout_layer(
-            self.mlp_hidden(y), training=training
-        )  # (.., intermediate_dim)
-        y = self.mlp_output(y)  # (batch, length, dim)
-        y = self._drop_path(self.dropout_layer(y, training=training), training)
-        x = x + _gated(y, mlp_gate, "mlp_gate")
-        x = x if self.normalize_first else self.mlp_norm(x)
-        return (x, scores) if return_attention_scores else x
+        return attended if return_attention_scores else (attended, None)
+
+    def _mlp(self, x, training):
+        """`dropout(mlp_output(dropout(mlp_hidden(x))))`, `(batch, length, dim)`."""
+        hidden = self.mlp_hidden_dropout_layer(self.mlp_hidden(x), training=training)
+        return self.dropout_layer(self.mlp_output(hidden), training=training)
 
     def attention_branch(
         self,
@@ -340,8 +349,7 @@ class TransformerBlock(keras.layers.Layer):
                 )
             attended = self.attention.attend_heads(x, heads, head_mask, mask, training=training)
         else:
-            attention_inputs, masks = self._attention_inputs(x, mask, head_mask)
-            attended = self.attention(*attention_inputs, **masks, training=training)
+            attended, _ = self._attend(x, mask, head_mask, training=training)
         attended = self.dropout_layer(attended, training=training)  # (batch, length, dim)
         return self._drop_path(attended, training) if drop_path else attended
 
@@ -374,8 +382,7 @@ class TransformerBlock(keras.layers.Layer):
         if channel_mask is not None:
             check_shape("channel_mask", channel_mask, (inputs.shape[0], inputs.shape[-1]))
             y = y * ops.cast(channel_mask, y.dtype)[:, None, :]
-        y = self.mlp_hidden_dropout_layer(self.mlp_hidden(y), training=training)
-        y = self.dropout_layer(self.mlp_output(y), training=training)  # (batch, length, dim)
+        y = self._mlp(y, training)  # (batch, length, dim)
         return self._drop_path(y, training) if drop_path else y
 
     def _check_pre_norm(self, method):
@@ -400,15 +407,15 @@ class TransformerBlock(keras.layers.Layer):
 
     def compute_output_spec(
         self,
-        inputs,
-        mask=None,
-        head_mask=None,
-        attention_mask=None,
-        attention_gate=None,
-        mlp_gate=None,
-        training=None,
-        return_attention_scores=False,
-    ):
+        inputs: Tensor,
+        mask: Tensor | None = None,
+        head_mask: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        attention_gate: Tensor | None = None,
+        mlp_gate: Tensor | None = None,
+        training: bool | None = None,
+        return_attention_scores: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
         output = keras.KerasTensor(inputs.shape, self.compute_dtype)
         if not return_attention_scores:
             return output
@@ -419,32 +426,25 @@ class TransformerBlock(keras.layers.Layer):
         return output, scores
 
     def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "intermediate_dim": self.intermediate_dim,
-                "key_dim": self.key_dim,
-                "dropout": self.dropout,
-                "mlp_hidden_dropout": self.mlp_hidden_dropout,
-                "drop_path_rate": self.drop_path_rate,
-                "seed": self.seed,
-                "attention_dropout": self.attention_dropout,
-                "normalize_first": self.normalize_first,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "activation": keras.activations.serialize(self.activation),
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-                "attention_kwargs": {
-                    name: keras.saving.serialize_keras_object(value)
-                    for name, value in self.attention_kwargs.items()
-                },
-                "attention": (
-                    keras.saving.serialize_keras_object(self.attention)
-                    if self._custom_attention
-                    else None
-                ),
-            }
+        arguments = (
+            "num_heads",
+            "intermediate_dim",
+            "key_dim",
+            "dropout",
+            "mlp_hidden_dropout",
+            "drop_path_rate",
+            "seed",
+            "attention_dropout",
+            "normalize_first",
+            "layer_norm_epsilon",
+            "activation",
+            "kernel_initializer",
+            "bias_initializer",
+            "attention_kwargs",
+        )
+        config = {**super().get_config(), **argument_config(self, arguments)}
+        config["attention"] = (
+            keras.saving.serialize_keras_object(self.attention) if self._custom_attention else None
         )
         return config
 
