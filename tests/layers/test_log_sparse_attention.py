@@ -348,14 +348,7 @@ def test_symbolic_call_with_scores_gives_the_key_slot_count():
     assert output.shape == (None, None, 6) and scores.shape == (None, 2, None, None)
 
 
-OFFSET_PATTERNS = {
-    "pure": LogSparsePattern("pure"),
-    "local_1": LogSparsePattern("local", local_window=1),
-    "local_5": LogSparsePattern("local", local_window=5),
-    "restart_2": LogSparsePattern("restart", subsequence_length=2),
-    "restart_24": LogSparsePattern("restart", subsequence_length=24),
-    "window_3": CausalWindowPattern(window=3),
-}
+OFFSET_PATTERNS = {**PATTERNS, "window_3": CausalWindowPattern(window=3)}
 
 
 class _Gathered(AttentionPattern):
