@@ -26,16 +26,22 @@ from keras_attn.analysis.ffn_memories import POSITION_STATISTICS  # noqa: E402
 from keras_attn.models import build_decoder_language_model  # noqa: E402
 from keras_attn.utils import finish_run  # noqa: E402
 
+# The integer options, with their defaults; the results record their values.
+SETTINGS = {
+    "batches": 20,
+    "batch": 64,
+    "length": 32,
+    "vocabulary": 5000,
+    "depth": 4,
+    "mlp": 512,
+    "top-k": 25,
+}
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=int, default=20)
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--length", type=int, default=32)
-    parser.add_argument("--vocabulary", type=int, default=5000)
-    parser.add_argument("--depth", type=int, default=4)
-    parser.add_argument("--mlp", type=int, default=512)
-    parser.add_argument("--top-k", type=int, default=25)
+    for name, default in SETTINGS.items():
+        parser.add_argument(f"--{name}", type=int, default=default)
     parser.add_argument("--out", default="results/benchmarks", help="Folder for the JSON.")
     args = parser.parse_args()
     started_at = time.time()

@@ -25,6 +25,9 @@ import tensorflow as tf  # noqa: E402
 from keras_attn.layers import FourierFilter, MultiHeadSelfAttention  # noqa: E402
 from keras_attn.utils import finish_run, median_seconds  # noqa: E402
 
+# The integer options, with their defaults; the results record their values.
+SETTINGS = {"batch": 2, "dim": 64, "heads": 2, "cutoff": 3, "repeats": 5}
+
 
 def forward_backward(layer):
     @tf.function(jit_compile=True)
@@ -40,11 +43,8 @@ def forward_backward(layer):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[50, 200, 1000, 4000])
-    parser.add_argument("--batch", type=int, default=2)
-    parser.add_argument("--dim", type=int, default=64)
-    parser.add_argument("--heads", type=int, default=2)
-    parser.add_argument("--cutoff", type=int, default=3)
-    parser.add_argument("--repeats", type=int, default=5)
+    for name, default in SETTINGS.items():
+        parser.add_argument(f"--{name}", type=int, default=default)
     parser.add_argument("--out", default="results/benchmarks", help="Folder for the JSON.")
     args = parser.parse_args()
     started_at = time.time()
@@ -78,7 +78,7 @@ def main():
                 "ratio": filter_time / attention_time,
             }
         )
-    config = {key: getattr(args, key) for key in ("batch", "dim", "heads", "cutoff", "repeats")}
+    config = {key: getattr(args, key) for key in SETTINGS}
     results = {"config": config, "rows": rows}
     finish_run(
         args.out, "fourier_filter", {"results": results}, started_at=started_at, setting="benchmark"

@@ -5,6 +5,7 @@ Each entry of `TABLES` maps a table name (used in a page's
 that returns the markdown table.
 """
 
+import functools
 import pathlib
 import statistics
 
@@ -26,187 +27,176 @@ PARITY_SCALES = {"none": "plain", "log_length": "log-length scaled"}
 LOGSPARSE_DECODERS = {"mean_path": "mean path", "sample_paths": "sample paths"}
 
 
-def logsparse(stem):
+def _result_table(build):
+    """Turns `build(result, *args)` into `spec(stem, *args)`, the table of `results/STEM.json`."""
+
+    @functools.wraps(build)
+    def spec(stem, *args):
+        return lambda results: build(results(stem), *args)
+
+    return spec
+
+
+@_result_table
+def logsparse(result):
     """Same-window comparison: every model's R0.5/R0.9 with both decoders."""
-
-    def table(results):
-        data = results(stem)["results"]
-        datasets = list(data)
-        header = ["model", "decoder"] + [f"{d} {m}" for d in datasets for m in ("R0.5", "R0.9")]
-        first = data[datasets[0]]["same_window"]
-        rows = []
-        for name in (name for name in LOGSPARSE_MODELS if name in first):
-            for decoder, label in LOGSPARSE_DECODERS.items():
-                if name == "seasonal_naive" and decoder == "sample_paths":
-                    continue
-                cells = [
-                    f"{data[d]['same_window'][name][decoder][m]:.4f}"
-                    for d in datasets
-                    for m in ("R0.5", "R0.9")
-                ]
-                point = name == "seasonal_naive"  # a point forecast: one row, no decoder
-                rows.append([LOGSPARSE_MODELS[name], "–" if point else label, *cells])
-        return markdown_table(header, rows)
-
-    return table
+    data = result["results"]
+    datasets = list(data)
+    header = ["model", "decoder"] + [f"{d} {m}" for d in datasets for m in ("R0.5", "R0.9")]
+    first = data[datasets[0]]["same_window"]
+    rows = []
+    for name in (name for name in LOGSPARSE_MODELS if name in first):
+        for decoder, label in LOGSPARSE_DECODERS.items():
+            if name == "seasonal_naive" and decoder == "sample_paths":
+                continue
+            cells = [
+                f"{data[d]['same_window'][name][decoder][m]:.4f}"
+                for d in datasets
+                for m in ("R0.5", "R0.9")
+            ]
+            point = name == "seasonal_naive"  # a point forecast: one row, no decoder
+            rows.append([LOGSPARSE_MODELS[name], "–" if point else label, *cells])
+    return markdown_table(header, rows)
 
 
-def logsparse_budget(stem):
+@_result_table
+def logsparse_budget(data):
     """Memory-budget comparison: window, planned memory and mean ± std over seeds."""
-
-    def table(results):
-        data = results(stem)
-        budget = data["memory_budget"]
-        header = ["model", "window (steps)", "planned attention MiB", "decoder", "seeds"]
-        datasets = list(data["results"])
-        header += [f"{d} {m}" for d in datasets for m in ("R0.5", "R0.9")]
-        rows = []
-        for name, chosen in budget["models"].items():
-            for decoder, label in LOGSPARSE_DECODERS.items():
-                parts = [data["results"][d]["budget"][name] for d in datasets]
-                cells = [_mean_std(part[decoder][m]) for part in parts for m in ("R0.5", "R0.9")]
-                rows.append(
-                    [
-                        LOGSPARSE_MODELS[name],
-                        chosen["window"],
-                        f"{chosen['planned_bytes'] / 2**20:.1f}",
-                        label,
-                        len(parts[0]["runs"]),
-                        *cells,
-                    ]
-                )
-        return markdown_table(header, rows)
-
-    return table
+    budget = data["memory_budget"]
+    header = ["model", "window (steps)", "planned attention MiB", "decoder", "seeds"]
+    datasets = list(data["results"])
+    header += [f"{d} {m}" for d in datasets for m in ("R0.5", "R0.9")]
+    rows = []
+    for name, chosen in budget["models"].items():
+        for decoder, label in LOGSPARSE_DECODERS.items():
+            parts = [data["results"][d]["budget"][name] for d in datasets]
+            cells = [_mean_std(part[decoder][m]) for part in parts for m in ("R0.5", "R0.9")]
+            rows.append(
+                [
+                    LOGSPARSE_MODELS[name],
+                    chosen["window"],
+                    f"{chosen['planned_bytes'] / 2**20:.1f}",
+                    label,
+                    len(parts[0]["runs"]),
+                    *cells,
+                ]
+            )
+    return markdown_table(header, rows)
 
 
-def logsparse_budget_paired(stem):
+@_result_table
+def logsparse_budget_paired(data):
     """LogSparse − full attention under the same memory budget, paired by seed."""
-
-    def table(results):
-        data = results(stem)
-        rows = []
-        for dataset, parts in data["results"].items():
-            logsparse, full = parts["budget"]["logsparse_conv"], parts["budget"]["full_conv"]
-            for decoder, label in LOGSPARSE_DECODERS.items():
-                for metric in ("R0.5", "R0.9"):
-                    differences = [
-                        sparse[decoder][metric] - dense[decoder][metric]
-                        for sparse, dense in zip(logsparse["runs"], full["runs"], strict=True)
-                    ]
-                    per_seed = ", ".join(f"{d:+.3f}" for d in differences)
-                    mean_std = _mean_std(differences, digits=3, sign="+")
-                    rows.append([dataset, label, metric, per_seed, mean_std])
-        header = ["series", "decoder", "metric", "per seed", "mean ± std"]
-        return markdown_table(header, rows)
-
-    return table
-
-
-def parity(stem):
-    def table(results):
-        data = results(stem)
-        test_length = data["setting"]["test_length"]
-        header = [
-            "task",
-            "train n",
-            "attention",
-            "seeds",
-            f"mean acc (n={test_length})",
-            f"median acc (n={test_length})",
-            "mean acc at train n",
-            f"seeds ≥ 0.99 at n={test_length}",
-        ]
-        rows = []
-        for row in data["summary"]:
-            runs = [
-                run
-                for run in data["runs"]
-                if (run["task"], run["train_length"], run["logit_scale"])
-                == (row["task"], row["train_length"], row["logit_scale"])
-            ]
-            solved = sum(run["test_accuracy"] >= 0.99 for run in runs)
-            rows.append(
-                [
-                    row["task"].upper(),
-                    row["train_length"],
-                    PARITY_SCALES[row["logit_scale"]],
-                    row["seeds"],
-                    f"{row['mean_test_accuracy']:.3f}",
-                    f"{row['median_test_accuracy']:.3f}",
-                    f"{row['mean_train_length_accuracy']:.3f}",
-                    f"{solved}/{row['seeds']}",
+    rows = []
+    for dataset, parts in data["results"].items():
+        logsparse, full = parts["budget"]["logsparse_conv"], parts["budget"]["full_conv"]
+        for decoder, label in LOGSPARSE_DECODERS.items():
+            for metric in ("R0.5", "R0.9"):
+                differences = [
+                    sparse[decoder][metric] - dense[decoder][metric]
+                    for sparse, dense in zip(logsparse["runs"], full["runs"], strict=True)
                 ]
-            )
-        return markdown_table(header, rows)
+                per_seed = ", ".join(f"{d:+.3f}" for d in differences)
+                mean_std = _mean_std(differences, digits=3, sign="+")
+                rows.append([dataset, label, metric, per_seed, mean_std])
+    header = ["series", "decoder", "metric", "per seed", "mean ± std"]
+    return markdown_table(header, rows)
 
-    return table
 
-
-def parity_runs(stem, task):
-    """Every run of one task: accuracy, share called positive, logit spread, label share."""
-
-    def table(results):
-        data = results(stem)
-        header = [
-            "seed",
-            "attention",
-            f"test acc (n={data['setting']['test_length']})",
-            "share called positive",
-            "logit std",
-            "share of positive labels",
-            "train-length acc",
+@_result_table
+def parity(data):
+    test_length = data["setting"]["test_length"]
+    header = [
+        "task",
+        "train n",
+        "attention",
+        "seeds",
+        f"mean acc (n={test_length})",
+        f"median acc (n={test_length})",
+        "mean acc at train n",
+        f"seeds ≥ 0.99 at n={test_length}",
+    ]
+    rows = []
+    for row in data["summary"]:
+        runs = [
+            run
+            for run in data["runs"]
+            if (run["task"], run["train_length"], run["logit_scale"])
+            == (row["task"], row["train_length"], row["logit_scale"])
         ]
-        rows = [
+        solved = sum(run["test_accuracy"] >= 0.99 for run in runs)
+        rows.append(
             [
-                run["seed"],
-                PARITY_SCALES[run["logit_scale"]],
-                f"{run['test_accuracy']:.2f}",
-                f"{run['test_positive_share']:.2f}",
-                f"{run['test_logit_std']:.4f}",
-                f"{run['test_label_share']:.2f}",
-                f"{run['train_length_accuracy']:.2f}",
+                row["task"].upper(),
+                row["train_length"],
+                PARITY_SCALES[row["logit_scale"]],
+                row["seeds"],
+                f"{row['mean_test_accuracy']:.3f}",
+                f"{row['median_test_accuracy']:.3f}",
+                f"{row['mean_train_length_accuracy']:.3f}",
+                f"{solved}/{row['seeds']}",
             ]
-            for run in sorted(data["runs"], key=lambda run: run["seed"])
-            if run["task"] == task
+        )
+    return markdown_table(header, rows)
+
+
+@_result_table
+def parity_runs(data, task):
+    """Every run of one task: accuracy, share called positive, logit spread, label share."""
+    header = [
+        "seed",
+        "attention",
+        f"test acc (n={data['setting']['test_length']})",
+        "share called positive",
+        "logit std",
+        "share of positive labels",
+        "train-length acc",
+    ]
+    rows = [
+        [
+            run["seed"],
+            PARITY_SCALES[run["logit_scale"]],
+            f"{run['test_accuracy']:.2f}",
+            f"{run['test_positive_share']:.2f}",
+            f"{run['test_logit_std']:.4f}",
+            f"{run['test_label_share']:.2f}",
+            f"{run['train_length_accuracy']:.2f}",
         ]
-        return markdown_table(header, rows)
+        for run in sorted(data["runs"], key=lambda run: run["seed"])
+        if run["task"] == task
+    ]
+    return markdown_table(header, rows)
 
-    return table
 
-
-def mimetic(stem):
+@_result_table
+def mimetic(data):
     """One row per experiment: final test accuracy per init and the paired difference."""
-
-    def table(results):
-        data = results(stem)
-        header = [
-            "training images",
-            "positions",
-            "default init",
-            "mimetic init",
-            "mimetic − default (paired)",
-            "per seed",
-        ]
-        rows = []
-        for experiment in data["experiments"]:
-            summary = experiment["summary"]
-            difference = summary["difference"]
-            rows.append(
-                [
-                    f"{experiment['train_size']:,}",
-                    experiment["position_embedding"],
-                    *(_mean_std(summary[i]) for i in INITS),
-                    f"**{_mean_std(difference, sign='+')}**",
-                    ", ".join(f"{value:+.3f}" for value in difference["per_seed"]),
-                ]
-            )
-        return markdown_table(header, rows)
-
-    return table
+    header = [
+        "training images",
+        "positions",
+        "default init",
+        "mimetic init",
+        "mimetic − default (paired)",
+        "per seed",
+    ]
+    rows = []
+    for experiment in data["experiments"]:
+        summary = experiment["summary"]
+        difference = summary["difference"]
+        rows.append(
+            [
+                f"{experiment['train_size']:,}",
+                experiment["position_embedding"],
+                *(_mean_std(summary[i]) for i in INITS),
+                f"**{_mean_std(difference, sign='+')}**",
+                ", ".join(f"{value:+.3f}" for value in difference["per_seed"]),
+            ]
+        )
+    return markdown_table(header, rows)
 
 
-def t2t(stem):
+@_result_table
+def t2t(data):
     """Per comparison: each model's size and final test accuracy, and the paired difference."""
 
     def label(sizes):
@@ -217,97 +207,96 @@ def t2t(stem):
         blocks = f"{sizes['num_layers']} blocks of {sizes['num_heads']} heads"
         return f"{tokenizer}, width {sizes['hidden_dim']}, {blocks}"
 
-    def table(results):
-        data = results(stem)
-        header = [
-            "model",
-            "parameters",
-            "MACs",
-            "test accuracy, mean ± std",
-            "per seed",
-            "paired difference, mean ± std (per seed)",
-        ]
-        rows = []
-        for comparison, names in data["comparisons"].items():
-            difference = data["summary"]["differences"][comparison]
-            paired = (
-                f"**{_mean_std(difference, sign='+')}** "
-                f"({', '.join(f'{value:+.3f}' for value in difference['per_seed'])})"
+    header = [
+        "model",
+        "parameters",
+        "MACs",
+        "test accuracy, mean ± std",
+        "per seed",
+        "paired difference, mean ± std (per seed)",
+    ]
+    rows = []
+    for comparison, names in data["comparisons"].items():
+        difference = data["summary"]["differences"][comparison]
+        paired = (
+            f"**{_mean_std(difference, sign='+')}** "
+            f"({', '.join(f'{value:+.3f}' for value in difference['per_seed'])})"
+        )
+        for name in names:
+            sizes, summary = data["models"][name], data["summary"][name]
+            finals = [run["final_test_accuracy"] for run in data["runs"][name]]
+            rows.append(
+                [
+                    label(sizes),
+                    f"{sizes['parameters']:,}",
+                    f"{sizes['macs'] / 1e6:.1f}M",
+                    _mean_std(summary),
+                    ", ".join(f"{value:.4f}" for value in finals),
+                    paired if name == names[0] else "",
+                ]
             )
-            for name in names:
-                sizes, summary = data["models"][name], data["summary"][name]
-                finals = [run["final_test_accuracy"] for run in data["runs"][name]]
-                rows.append(
-                    [
-                        label(sizes),
-                        f"{sizes['parameters']:,}",
-                        f"{sizes['macs'] / 1e6:.1f}M",
-                        _mean_std(summary),
-                        ", ".join(f"{value:.4f}" for value in finals),
-                        paired if name == names[0] else "",
-                    ]
-                )
-        return markdown_table(header, rows)
-
-    return table
+    return markdown_table(header, rows)
 
 
 BSAREC_METRICS = ("HR@5", "NDCG@5", "HR@10", "NDCG@10", "HR@20", "NDCG@20")
 
 
-def bsarec(stem):
+@_result_table
+def bsarec(data):
     """Test metrics, mean ± std over seeds, of every model of a BSARec result file."""
-
-    def table(results):
-        data = results(stem)
-        rows = []
-        for name, summary in data["summary"].items():
-            label = f"{name} (α = {data['alpha']}, c = {data['cutoff']})"
-            row = [label if name == "BSARec" else name]
-            row += [_mean_std(summary[m]) for m in BSAREC_METRICS]
-            if "epochs_run" in summary:  # the files of the three-model protocol
-                row.append(", ".join(map(str, summary["epochs_run"])))
-            rows.append(row)
-        header = ["model", *BSAREC_METRICS]
-        if len(rows[0]) > len(header):
-            header.append("epochs run per seed")
-        return markdown_table(header, rows)
-
-    return table
+    rows = []
+    for name, summary in data["summary"].items():
+        label = f"{name} (α = {data['alpha']}, c = {data['cutoff']})"
+        row = [label if name == "BSARec" else name]
+        row += [_mean_std(summary[m]) for m in BSAREC_METRICS]
+        if "epochs_run" in summary:  # the files of the three-model protocol
+            row.append(", ".join(map(str, summary["epochs_run"])))
+        rows.append(row)
+    header = ["model", *BSAREC_METRICS]
+    if len(rows[0]) > len(header):
+        header.append("epochs run per seed")
+    return markdown_table(header, rows)
 
 
-def bsarec_differences(stem):
+@_result_table
+def bsarec_differences(data):
     """BSARec minus each SASRec baseline, per seed, with mean ± std."""
-
-    def table(results):
-        data = results(stem)
-        rows = [
-            [f"BSARec − {baseline}"]
-            + [
-                _mean_std(table[m], sign="+")
-                + " ("
-                + ", ".join(f"{v:+.4f}" for v in table[m]["per_seed"])
-                + ")"
-                for m in BSAREC_METRICS
-            ]
-            for baseline, table in data["paired_differences"].items()
-        ]
-        return markdown_table(["difference (per seed)", *BSAREC_METRICS], rows)
-
-    return table
-
-
-def fourier_filter(results):
     rows = [
-        [
-            row["length"],
-            f"{row['attention_ms']:.2f}",
-            f"{row['filter_ms']:.2f}",
-            f"{row['ratio']:.3f}",
+        [f"BSARec − {baseline}"]
+        + [
+            _mean_std(table[m], sign="+")
+            + " ("
+            + ", ".join(f"{v:+.4f}" for v in table[m]["per_seed"])
+            + ")"
+            for m in BSAREC_METRICS
         ]
-        for row in results("benchmarks/fourier_filter")["results"]["rows"]
+        for baseline, table in data["paired_differences"].items()
     ]
-    return markdown_table(["L", "attention (ms)", "filter (ms)", "filter / attention"], rows)
+    return markdown_table(["difference (per seed)", *BSAREC_METRICS], rows)
+
+
+def _benchmark_rows(name, header):
+    """Turns `cells(row)` into the table of `results/benchmarks/NAME.json`, a row per result."""
+
+    def decorate(cells):
+        @functools.wraps(cells)
+        def table(results):
+            rows = results(f"benchmarks/{name}")["results"]["rows"]
+            return markdown_table(header, [cells(row) for row in rows])
+
+        return table
+
+    return decorate
+
+
+@_benchmark_rows("fourier_filter", ["L", "attention (ms)", "filter (ms)", "filter / attention"])
+def fourier_filter(row):
+    return [
+        row["length"],
+        f"{row['attention_ms']:.2f}",
+        f"{row['filter_ms']:.2f}",
+        f"{row['ratio']:.3f}",
+    ]
 
 
 def ffn_memories_benchmark(results):
@@ -329,7 +318,8 @@ def t2t_benchmark(results):
     return markdown_table(["mode", f"ms / batch of {batch}", "images / s"], rows)
 
 
-def ffn_memories(stem):
+@_result_table
+def ffn_memories(data):
     """Per layer: each rate with its 95% interval, and the shuffled-key null."""
     columns = {
         "agreement_rate": "Agreement",
@@ -358,16 +348,12 @@ def ffn_memories(stem):
             f" [{low:.0f}, {high:.0f}]" if "rank" in key else f" [{low:.1%}, {high:.1%}]"
         )
 
-    def table(results):
-        data = results(stem)
-        keys = [key for key in columns if key in data]
-        rows = [
-            [layer + 1] + [cell(data, key, layer) for key in keys]
-            for layer in range(len(data["layers"]))
-        ]
-        return markdown_table(["Layer", *(columns[key] for key in keys)], rows)
-
-    return table
+    keys = [key for key in columns if key in data]
+    rows = [
+        [layer + 1] + [cell(data, key, layer) for key in keys]
+        for layer in range(len(data["layers"]))
+    ]
+    return markdown_table(["Layer", *(columns[key] for key in keys)], rows)
 
 
 def pending_until(stem, command, table):
@@ -436,139 +422,123 @@ def _mean_std(entry, scale=1.0, digits=4, sign=""):
     return f"{entry['mean'] * scale:{sign}.{digits}f} ± {entry['std'] * scale:.{digits}f}"
 
 
-def adavit(stem):
+@_result_table
+def adavit(data):
     """The full ViT and, per γ, both policies: accuracy, MACs and latency over seeds."""
+    summary, batch = data["summary"], data["setting"]["latency_batch"]
+    full = summary["full"]
+    header = [
+        "model",
+        "usage (patch / head / attention / MLP)",
+        "test accuracy",
+        "MMACs / image",
+        f"ms / batch of {batch}",
+        "MAC ratio",
+        "latency ratio",
+    ]
 
-    def table(results):
-        data = results(stem)
-        summary, batch = data["summary"], data["setting"]["latency_batch"]
-        full = summary["full"]
-        header = [
-            "model",
-            "usage (patch / head / attention / MLP)",
-            "test accuracy",
-            "MMACs / image",
-            f"ms / batch of {batch}",
-            "MAC ratio",
-            "latency ratio",
+    def row(name, entry, usage):
+        return [
+            name,
+            usage,
+            _mean_std(entry["accuracy"]),
+            _mean_std(entry["macs"], 1e-6, 2),
+            _mean_std(entry["latency_ms"], digits=2),
+            f"{full['macs']['mean'] / entry['macs']['mean']:.2f}×",
+            f"{full['latency_ms']['mean'] / entry['latency_ms']['mean']:.2f}×",
         ]
 
-        def row(name, entry, usage):
-            return [
-                name,
-                usage,
-                _mean_std(entry["accuracy"]),
-                _mean_std(entry["macs"], 1e-6, 2),
-                _mean_std(entry["latency_ms"], digits=2),
-                f"{full['macs']['mean'] / entry['macs']['mean']:.2f}×",
-                f"{full['latency_ms']['mean'] / entry['latency_ms']['mean']:.2f}×",
-            ]
-
-        rows = [row("full ViT (same training budget)", full, "1 / 1 / 1 / 1")]
-        for entry in summary["adavit"]:
-            for policy in ("learned", "random"):
-                name = f"AdaViT γ={entry['gamma']}, {policy} policy"
-                rows.append(row(name, entry[policy], _usage(entry[policy]["usage"])))
-        return markdown_table(header, rows)
-
-    return table
+    rows = [row("full ViT (same training budget)", full, "1 / 1 / 1 / 1")]
+    for entry in summary["adavit"]:
+        for policy in ("learned", "random"):
+            name = f"AdaViT γ={entry['gamma']}, {policy} policy"
+            rows.append(row(name, entry[policy], _usage(entry[policy]["usage"])))
+    return markdown_table(header, rows)
 
 
 TOPIC_CONFIGURATIONS = {"joint": "joint (all trained)", "official": "official (frozen)"}
 
 
-def adavit_paired(stem):
+@_result_table
+def adavit_paired(result):
     """Per γ, accuracy differences paired by seed: learned − random and learned − full ViT."""
-
-    def table(results):
-        runs = results(stem)["runs"]
-        rows = []
-        for index, entry in enumerate(runs[0]["adavit"]):
-            models = [run["adavit"][index] for run in runs]
-            versus_random = [
-                100 * (m["learned"]["accuracy"] - m["random"]["accuracy"]) for m in models
+    runs = result["runs"]
+    rows = []
+    for index, entry in enumerate(runs[0]["adavit"]):
+        models = [run["adavit"][index] for run in runs]
+        versus_random = [100 * (m["learned"]["accuracy"] - m["random"]["accuracy"]) for m in models]
+        versus_full = [
+            100 * (m["learned"]["accuracy"] - run["full"]["accuracy"])
+            for m, run in zip(models, runs, strict=True)
+        ]
+        rows.append(
+            [
+                f"γ={entry['gamma']}",
+                ", ".join(f"{value:+.2f}" for value in versus_random),
+                _mean_std(versus_random, digits=2, sign="+"),
+                f"{sum(value > 0 for value in versus_random)}/{len(runs)}",
+                _mean_std(versus_full, digits=2, sign="+"),
             ]
-            versus_full = [
-                100 * (m["learned"]["accuracy"] - run["full"]["accuracy"])
-                for m, run in zip(models, runs, strict=True)
+        )
+    header = ["AdaViT", "learned − random per seed (points)", "mean ± std"]
+    return markdown_table(header + ["seeds learned > random", "learned − full ViT"], rows)
+
+
+@_result_table
+def topics_end_state(result):
+    synthetic = result["synthetic"]
+    rows = []
+    for configuration, label in TOPIC_CONFIGURATIONS.items():
+        summary = synthetic[configuration]
+        finals = summary["final_curves"]
+        holds = summary["end_state_holds"]
+        rows.append(
+            [
+                label,
+                summary["steps"][-1],
+                _mean_std(finals["value_block_gap"], digits=2),
+                _mean_std(finals["attention_same_over_uniform"], digits=3),
+                _mean_std(finals["attention_different_over_uniform"], digits=3),
+                _mean_std(finals["embedding_gap"], digits=3),
+                f"{sum(holds)} / {len(holds)}",
             ]
-            rows.append(
-                [
-                    f"γ={entry['gamma']}",
-                    ", ".join(f"{value:+.2f}" for value in versus_random),
-                    _mean_std(versus_random, digits=2, sign="+"),
-                    f"{sum(value > 0 for value in versus_random)}/{len(runs)}",
-                    _mean_std(versus_full, digits=2, sign="+"),
-                ]
-            )
-        header = ["AdaViT", "learned − random per seed (points)", "mean ± std"]
-        return markdown_table(header + ["seeds learned > random", "learned − full ViT"], rows)
-
-    return table
+        )
+    header = ["Configuration", "Steps", "Value block gap", "Same-topic attention × n"]
+    header += ["Different-topic attention × n", "Embedding gap", "Same > 1/n > different"]
+    return markdown_table(header, rows)
 
 
-def topics_end_state(stem):
-    def table(results):
-        synthetic = results(stem)["synthetic"]
-        rows = []
-        for configuration, label in TOPIC_CONFIGURATIONS.items():
-            summary = synthetic[configuration]
-            finals = summary["final_curves"]
-            holds = summary["end_state_holds"]
-            rows.append(
-                [
-                    label,
-                    summary["steps"][-1],
-                    _mean_std(finals["value_block_gap"], digits=2),
-                    _mean_std(finals["attention_same_over_uniform"], digits=3),
-                    _mean_std(finals["attention_different_over_uniform"], digits=3),
-                    _mean_std(finals["embedding_gap"], digits=3),
-                    f"{sum(holds)} / {len(holds)}",
-                ]
-            )
-        header = ["Configuration", "Steps", "Value block gap", "Same-topic attention × n"]
-        header += ["Different-topic attention × n", "Embedding gap", "Same > 1/n > different"]
-        return markdown_table(header, rows)
-
-    return table
-
-
-def topics_take_off(stem):
+@_result_table
+def topics_take_off(result):
     labels = {
         "value_block_gap": "value block gap (`E W_v W_o D`)",
         "embedding_gap": "embedding inner-product gap",
         "attention_gap": "attention gap ((same − different) × n)",
     }
-
-    def table(results):
-        synthetic = results(stem)["synthetic"]
-        rows = []
-        for configuration, label in TOPIC_CONFIGURATIONS.items():
-            for key, take_off in synthetic[configuration]["take_off_step"].items():
-                per_seed = ", ".join(str(step) for step in take_off["per_seed"])
-                rows.append([label, labels[key], _mean_std(take_off, digits=1), per_seed])
-        return markdown_table(["Configuration", "Statistic", "Step (mean ± std)", "Per seed"], rows)
-
-    return table
+    synthetic = result["synthetic"]
+    rows = []
+    for configuration, label in TOPIC_CONFIGURATIONS.items():
+        for key, take_off in synthetic[configuration]["take_off_step"].items():
+            per_seed = ", ".join(str(step) for step in take_off["per_seed"])
+            rows.append([label, labels[key], _mean_std(take_off, digits=1), per_seed])
+    return markdown_table(["Configuration", "Statistic", "Step (mean ± std)", "Per seed"], rows)
 
 
-def topics_minilm(stem):
-    def table(results):
-        layers = results(stem)["minilm"]["attention_per_layer"]
-        rows = [
-            [
-                layer + 1,
-                f"{row['same_topic']:.4f}",
-                f"{row['uniform']:.4f}",
-                f"{row['different_topic']:.4f}",
-                f"{row['same_topic'] / row['different_topic']:.1f}×",
-            ]
-            for layer, row in enumerate(layers)
+@_result_table
+def topics_minilm(result):
+    layers = result["minilm"]["attention_per_layer"]
+    rows = [
+        [
+            layer + 1,
+            f"{row['same_topic']:.4f}",
+            f"{row['uniform']:.4f}",
+            f"{row['different_topic']:.4f}",
+            f"{row['same_topic'] / row['different_topic']:.1f}×",
         ]
-        header = ["Layer", "Same-topic attention", "`1/n`", "Different-topic attention"]
-        return markdown_table(header + ["Same / different"], rows)
-
-    return table
+        for layer, row in enumerate(layers)
+    ]
+    header = ["Layer", "Same-topic attention", "`1/n`", "Different-topic attention"]
+    return markdown_table(header + ["Same / different"], rows)
 
 
 def _accuracy_with_interval(value, interval, signed=False):
@@ -577,36 +547,30 @@ def _accuracy_with_interval(value, interval, signed=False):
     return f"{value:{sign}.3f} [{low:{sign}.3f}, {high:{sign}.3f}]"
 
 
-def heads_curves(stem):
+@_result_table
+def heads_curves(data):
     orders = {
         "importance": "least important first",
         "importance_reestimated": "re-estimated",
         "random_mean": "random (mean of orders)",
         "reverse": "most important first",
     }
-
-    def table(results):
-        data = results(stem)
-        shown = [name for name in orders if name in data["accuracy"]]
-        difference = data["importance_minus_random"]
-        rows = []
-        for index, fraction in enumerate(data["fractions"]):
-            row = [f"{100 * fraction:.0f}%"]
-            for name in shown:
-                accuracy = data["accuracy"][name][index]
-                row.append(
-                    _accuracy_with_interval(accuracy, data["accuracy_interval"][name][index])
-                )
-            row.append(
-                _accuracy_with_interval(
-                    difference["accuracy"][index], difference["interval"][index], signed=True
-                )
+    shown = [name for name in orders if name in data["accuracy"]]
+    difference = data["importance_minus_random"]
+    rows = []
+    for index, fraction in enumerate(data["fractions"]):
+        row = [f"{100 * fraction:.0f}%"]
+        for name in shown:
+            accuracy = data["accuracy"][name][index]
+            row.append(_accuracy_with_interval(accuracy, data["accuracy_interval"][name][index]))
+        row.append(
+            _accuracy_with_interval(
+                difference["accuracy"][index], difference["interval"][index], signed=True
             )
-            rows.append(row)
-        header = ["Heads pruned", *(orders[name] for name in shown), "importance − random"]
-        return markdown_table(header, rows)
-
-    return table
+        )
+        rows.append(row)
+    header = ["Heads pruned", *(orders[name] for name in shown), "importance − random"]
+    return markdown_table(header, rows)
 
 
 def heads_throughput(stem):
@@ -653,48 +617,39 @@ def minilm_diagonals(results):
     return markdown_table(header, rows)
 
 
-def attention_core_benchmark(results):
-    rows = [
-        [
-            row["pattern"],
-            f"{row['length']:,}",
-            f"{row['keras_seconds'] * 1e3:.2f}",
-            f"{row['core_seconds'] * 1e3:.2f}",
-            f"{row['ratio']:.2f}",
-        ]
-        for row in results("benchmarks/attention_core")["results"]["rows"]
+@_benchmark_rows("attention_core", ["pattern", "L", "Keras MHA (ms)", "core (ms)", "core / Keras"])
+def attention_core_benchmark(row):
+    return [
+        row["pattern"],
+        f"{row['length']:,}",
+        f"{row['keras_seconds'] * 1e3:.2f}",
+        f"{row['core_seconds'] * 1e3:.2f}",
+        f"{row['ratio']:.2f}",
     ]
-    return markdown_table(["pattern", "L", "Keras MHA (ms)", "core (ms)", "core / Keras"], rows)
 
 
-def attention_speed(results):
+ATTENTION_SPEED_HEADER = ["backend", "L", "LogSparse (ms)", "dense causal (ms)", "torch SDPA (ms)"]
+
+
+@_benchmark_rows(
+    "attention_speed", [*ATTENTION_SPEED_HEADER, "causal / LogSparse", "causal / SDPA"]
+)
+def attention_speed(row):
     """Per backend and length: LogSparse, dense causal and torch's fused kernel, and two ratios."""
-    rows = [
-        [
-            row["backend"],
-            f"{row['length']:,}",
-            *(f"{row['seconds'][name] * 1e3:,.1f}" for name in ("logsparse", "causal", "sdpa")),
-            f"{row['causal_over_logsparse']:.2f}",
-            f"{row['causal_over_sdpa']:.2f}",
-        ]
-        for row in results("benchmarks/attention_speed")["results"]["rows"]
+    return [
+        row["backend"],
+        f"{row['length']:,}",
+        *(f"{row['seconds'][name] * 1e3:,.1f}" for name in ("logsparse", "causal", "sdpa")),
+        f"{row['causal_over_logsparse']:.2f}",
+        f"{row['causal_over_sdpa']:.2f}",
     ]
-    header = ["backend", "L", "LogSparse (ms)", "dense causal (ms)", "torch SDPA (ms)"]
-    return markdown_table([*header, "causal / LogSparse", "causal / SDPA"], rows)
 
 
-def bsarec_training_benchmark(results):
+@_benchmark_rows("bsarec_training", ["model", "way", "XLA", "sequences/s"])
+def bsarec_training_benchmark(row):
     """Training sequences/s per model: the former way and `fit_recommender`, XLA on and off."""
-    rows = [
-        [
-            row["model"],
-            row["way"],
-            "on" if row["jit_compile"] else "off",
-            f"{row['sequences_per_s']:,.0f}",
-        ]
-        for row in results("benchmarks/bsarec_training")["results"]["rows"]
-    ]
-    return markdown_table(["model", "way", "XLA", "sequences/s"], rows)
+    jit_compile = "on" if row["jit_compile"] else "off"
+    return [row["model"], row["way"], jit_compile, f"{row['sequences_per_s']:,.0f}"]
 
 
 def _mib(value):

@@ -296,7 +296,7 @@ def test_official_zero_agreement_matches_a_loop_reference(nonlinear_readout):
 
 @pytest.mark.backend_agnostic
 @pytest.mark.parametrize("source", ["keras_attn", "keras_hub"])
-def test_the_analysis_runs_on_the_library_lm_and_a_keras_hub_gpt2(source):
+def test_the_analysis_runs_on_the_library_lm_and_a_keras_hub_gpt2(source, keras_hub_backbone):
     keras.utils.set_random_seed(0)
     tokens = np.random.default_rng(0).integers(1, 30, size=(4, 7)).astype("int32")
     if source == "keras_attn":
@@ -306,15 +306,8 @@ def test_the_analysis_runs_on_the_library_lm_and_a_keras_hub_gpt2(source):
         inputs = tokens
         embedding = keras.ops.convert_to_numpy(model.get_layer("token_embedding").embeddings).T
     else:
-        import keras_hub
-
-        model = keras_hub.models.GPT2Backbone(
-            vocabulary_size=30,
-            num_layers=2,
-            num_heads=2,
-            hidden_dim=16,
-            intermediate_dim=24,
-            max_sequence_length=7,
+        model = keras_hub_backbone(
+            "gpt2", hidden_dim=16, intermediate_dim=24, max_sequence_length=7
         )
         inputs = {"token_ids": tokens, "padding_mask": np.ones_like(tokens)}
         embedding = keras.ops.convert_to_numpy(model.token_embedding.embeddings).T

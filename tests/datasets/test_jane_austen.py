@@ -2,21 +2,14 @@ import os
 import shutil
 
 import pytest
+from installed_data import needs_data
 
 from keras_attn.datasets import CorruptDataError, DatasetNotFoundError, load_jane_austen
 from keras_attn.datasets import jane_austen as module
 from keras_attn.datasets.jane_austen import split_chapters, split_sentences, split_words
 
-
-def _installed():
-    try:
-        return os.path.isfile(os.path.join(module._data_dir(None), "Rdata.rdb"))
-    except DatasetNotFoundError:
-        return False
-
-
-needs_package = pytest.mark.skipif(
-    not _installed(), reason="needs `python -m keras_attn.datasets.fetch janeausten`"
+needs_package = needs_data(
+    lambda: os.path.isfile(os.path.join(module._data_dir(None), "Rdata.rdb")), "janeausten"
 )
 
 

@@ -3,21 +3,12 @@ import re
 
 import numpy as np
 import pytest
+from installed_data import needs_data
 
 from keras_attn.datasets import CorruptDataError, DatasetNotFoundError, load_movielens_100k
 from keras_attn.datasets import movielens_100k as movielens_module
 
-
-def _has_movielens():
-    try:
-        return movielens_module._inter_path().is_file()
-    except DatasetNotFoundError:
-        return False
-
-
-needs_recbole = pytest.mark.skipif(
-    not _has_movielens(), reason="needs `python -m keras_attn.datasets.fetch recbole`"
-)
+needs_recbole = needs_data(lambda: movielens_module._inter_path().is_file(), "recbole")
 
 
 @needs_recbole

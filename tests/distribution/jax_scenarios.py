@@ -39,13 +39,13 @@ from keras_attn.models import (  # noqa: E402
 
 GLOBAL_BATCH = 8
 STEPS = 3
+# Every scenario's model: one block of 2 heads of width 8.
+SIZE = {"hidden_dim": 8, "num_layers": 1, "num_heads": 2}
 
 
 def forecaster():
     rng = np.random.default_rng(0)  # the same data on every call
-    model = build_logsparse_forecaster(
-        12, hidden_dim=8, num_heads=2, num_layers=1, dropout=0.0, local_window=3, kernel_size=3
-    )
+    model = build_logsparse_forecaster(12, dropout=0.0, local_window=3, kernel_size=3, **SIZE)
     inputs = {
         "lagged_target": rng.normal(size=(GLOBAL_BATCH, 12, 1)).astype("float32"),
         "hour_of_day": rng.integers(0, 24, size=(GLOBAL_BATCH, 12)).astype("int32"),
@@ -57,9 +57,7 @@ def forecaster():
 
 def vit():
     rng = np.random.default_rng(0)  # the same data on every call
-    model = build_vision_transformer(
-        (8, 8, 1), 3, patch_size=4, hidden_dim=8, num_layers=1, num_heads=2
-    )
+    model = build_vision_transformer((8, 8, 1), 3, patch_size=4, **SIZE)
     images = rng.normal(size=(GLOBAL_BATCH, 8, 8, 1)).astype("float32")
     labels = rng.integers(0, 3, size=(GLOBAL_BATCH,)).astype("int32")
     return model, images, labels, "sparse_categorical_crossentropy"
@@ -67,7 +65,7 @@ def vit():
 
 def bert():
     rng = np.random.default_rng(0)  # the same data on every call
-    model = build_bert_encoder(50, 1, 2, 8, 16, max_sequence_length=6)
+    model = build_bert_encoder(50, intermediate_dim=16, max_sequence_length=6, **SIZE)
     padding = np.ones((GLOBAL_BATCH, 6), "int32")
     padding[:, 4:] = 0
     inputs = {
@@ -80,15 +78,7 @@ def bert():
 
 def bsarec():
     rng = np.random.default_rng(0)  # the same data on every call
-    model = build_bsarec(
-        20,
-        max_sequence_length=6,
-        hidden_dim=8,
-        num_layers=1,
-        num_heads=2,
-        dropout=0.0,
-        attention_dropout=0.0,
-    )
+    model = build_bsarec(20, max_sequence_length=6, dropout=0.0, attention_dropout=0.0, **SIZE)
     items = rng.integers(0, 21, size=(GLOBAL_BATCH, 6)).astype("int32")
     return model, items, None, None
 

@@ -1,7 +1,6 @@
 import json
 
 import keras
-import keras_hub
 import numpy as np
 import pytest
 
@@ -329,21 +328,11 @@ class _KerasAttentionModel(keras.Model):
         return x
 
 
-def _keras_hub_backbones():
-    text = {"num_layers": 2, "num_heads": 2, "hidden_dim": 8, "intermediate_dim": 16}
-    return {
-        "bert": keras_hub.models.BertBackbone(30, max_sequence_length=8, **text),
-        "gpt2": keras_hub.models.GPT2Backbone(30, max_sequence_length=8, **text),
-        "vit": keras_hub.models.ViTBackbone(
-            (8, 8, 3), patch_size=4, num_layers=2, num_heads=2, hidden_dim=8, mlp_dim=16
-        ),
-    }
-
-
-def test_apply_to_keras_hub_backbones_and_a_subclassed_keras_model():
+def test_apply_to_keras_hub_backbones_and_a_subclassed_keras_model(keras_hub_backbone):
     subclassed = _KerasAttentionModel()
     subclassed(np.zeros((1, 3, 8), "float32"))
-    models = {**_keras_hub_backbones(), "subclassed": subclassed}
+    models = {name: keras_hub_backbone(name) for name in ("bert", "gpt2", "vit")}
+    models["subclassed"] = subclassed
     initializer = MimeticInitializer(seed=2)
     for name, model in models.items():
         before = {id(w): keras.ops.convert_to_numpy(w) for w in model.weights}

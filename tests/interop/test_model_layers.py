@@ -2,7 +2,6 @@
 `intercept_calls` and what is built on it reach inside them and always let go."""
 
 import keras
-import keras_hub
 import numpy as np
 import pytest
 
@@ -146,20 +145,8 @@ def test_two_layers_on_one_path_are_refused():
         attention_layers(Twins())
 
 
-def _keras_hub_backbones():
-    """Tiny KerasHub backbones built from their constructors, random weights."""
-    text = {"num_layers": 2, "num_heads": 2, "hidden_dim": 8, "intermediate_dim": 16}
-    return {
-        "bert": keras_hub.models.BertBackbone(30, max_sequence_length=8, **text),
-        "gpt2": keras_hub.models.GPT2Backbone(30, max_sequence_length=8, **text),
-        "vit": keras_hub.models.ViTBackbone(
-            (8, 8, 3), patch_size=4, num_layers=2, num_heads=2, hidden_dim=8, mlp_dim=16
-        ),
-    }
-
-
-def test_keras_hub_backbones_in_model_order():
-    backbones = _keras_hub_backbones()
+def test_keras_hub_backbones_in_model_order(keras_hub_backbone):
+    backbones = {name: keras_hub_backbone(name) for name in ("bert", "gpt2", "vit")}
     attention = {name: list(find_attention_layers(model)) for name, model in backbones.items()}
     assert attention == {
         "bert": [f"transformer_layer_{i}/self_attention_layer" for i in range(2)],
@@ -192,8 +179,8 @@ def test_feed_forward_layers_of_an_encoder_nested_in_a_classifier():
         assert (ffn.hidden, ffn.output, ffn.norm) == (block.mlp_hidden, block.mlp_output, None)
 
 
-def test_recorded_feed_forward_activations_of_gpt2():
-    model = _keras_hub_backbones()["gpt2"]
+def test_recorded_feed_forward_activations_of_gpt2(keras_hub_backbone):
+    model = keras_hub_backbone("gpt2")
     ffn = find_feed_forward_layers(model)["transformer_layer_1"]
     inputs = {"token_ids": np.array([[1, 2, 3, 4]]), "padding_mask": np.ones((1, 4), "int32")}
     with record_calls([ffn.norm, ffn.hidden, ffn.output]) as records:

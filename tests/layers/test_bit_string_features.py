@@ -14,7 +14,6 @@ CHECKS = LayerChecks(
     expected_output_shape=(2, 7, 12),
     input_dtype="int32",
     input_range=(0, 3),
-    dynamic_axes=(1,),
     num_params=0,
     bad_init_kwargs=[{"task": "dyck"}, {"width": 4}, {"width": 6.0}],
 )

@@ -16,7 +16,6 @@ CHECKS = LayerChecks(
     expected_output_shape=(2, 7, 6),
     input_dtype="int32",
     input_range=(0, 3),
-    dynamic_axes=(1,),
     num_params=3,
     bad_init_kwargs=[{"width": 5}, {"width": 0}, {"width": 6.0}],
 )

@@ -238,12 +238,18 @@ def test_convolutional_logsparse_matches_numpy_reference(name):
     assert_allclose(output, masked, atol=1e-5)
 
 
-def test_kernel_size_one_is_canonical_attention():
+def _convolutional_and_canonical(kernel_size):
+    """The inputs, and a convolutional and a causal canonical layer built on them."""
     x = _inputs()
-    conv = ConvolutionalSelfAttention(num_heads=2, key_dim=4, kernel_size=1)
+    conv = ConvolutionalSelfAttention(num_heads=2, key_dim=4, kernel_size=kernel_size)
     canonical = MultiHeadSelfAttention(num_heads=2, key_dim=4, attention_pattern="causal")
     conv(x)
     canonical(x)
+    return x, conv, canonical
+
+
+def test_kernel_size_one_is_canonical_attention():
+    x, conv, canonical = _convolutional_and_canonical(kernel_size=1)
     assert conv.query_dense.kernel.shape == canonical.query_dense.kernel.shape == (8, 2, 4)
     canonical.set_weights(conv.get_weights())
     assert_allclose(conv(x), canonical(x), atol=1e-6)
@@ -252,11 +258,7 @@ def test_kernel_size_one_is_canonical_attention():
 
 
 def test_convolution_with_only_the_current_tap_is_canonical_attention():
-    x = _inputs()
-    conv = ConvolutionalSelfAttention(num_heads=2, key_dim=4, kernel_size=3)
-    canonical = MultiHeadSelfAttention(num_heads=2, key_dim=4, attention_pattern="causal")
-    conv(x)
-    canonical(x)
+    x, conv, canonical = _convolutional_and_canonical(kernel_size=3)
     for dense in (conv.query_dense, conv.key_dense):
         kernel = _numpy(dense.kernel)
         kernel[:2] = 0.0  # taps on the two previous positions
@@ -348,14 +350,7 @@ def test_symbolic_call_with_scores_gives_the_key_slot_count():
     assert output.shape == (None, None, 6) and scores.shape == (None, 2, None, None)
 
 
-OFFSET_PATTERNS = {
-    "pure": LogSparsePattern("pure"),
-    "local_1": LogSparsePattern("local", local_window=1),
-    "local_5": LogSparsePattern("local", local_window=5),
-    "restart_2": LogSparsePattern("restart", subsequence_length=2),
-    "restart_24": LogSparsePattern("restart", subsequence_length=24),
-    "window_3": CausalWindowPattern(window=3),
-}
+OFFSET_PATTERNS = {**PATTERNS, "window_3": CausalWindowPattern(window=3)}
 
 
 class _Gathered(AttentionPattern):

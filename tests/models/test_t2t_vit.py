@@ -72,21 +72,8 @@ def test_parameters_and_macs_match_the_paper(variant, zero_initialised):
     assert round(count_macs(model) / 1e9, 1) == MACS_DIFFERENT_FROM_PAPER.get(variant, macs)
 
 
-def test_small_model_trains_under_xla_and_saves(tmp_path):
-    model = build_t2t_vit(
-        (12, 12),
-        3,
-        variant=None,
-        hidden_dim=16,
-        num_layers=1,
-        num_heads=2,
-        intermediate_dim=32,
-        token_dim=4,
-        kernel_sizes=(3, 3, 3),
-        strides=(2, 1, 1),
-        paddings=(1, 1, 1),
-        seed=0,
-    )
+def test_small_model_trains_under_xla_and_saves(tmp_path, small_t2t_vit):
+    model = small_t2t_vit(seed=0)
     assert model.output_shape == (None, 3)
     assert model.get_layer("position_embedding").output.shape == (None, 37, 16)
     attention = model.get_layer("block_0").attention

@@ -1,5 +1,4 @@
 import keras
-import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -242,28 +241,24 @@ def test_subclassed_keras_attention_model_equals_the_official_quantity():
         np.testing.assert_allclose(scores[name], expected, rtol=1e-4)
 
 
-def _keras_hub_case(name):
-    """A tiny KerasHub backbone (random weights), one batch and a linear loss."""
+def _keras_hub_inputs(name):
+    """One batch for the tiny KerasHub backbone `name` and its loss (`None`: a linear loss)."""
     rng = np.random.default_rng(9)
-    text = {"num_layers": 2, "num_heads": 2, "hidden_dim": 8, "intermediate_dim": 16}
     padding_mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
     tokens = {"token_ids": rng.integers(1, 30, (2, 5)), "padding_mask": padding_mask}
     if name == "bert":
-        model = keras_hub.models.BertBackbone(30, max_sequence_length=8, **text)
         x = {**tokens, "segment_ids": np.zeros((2, 5), "int32")}
-        return model, x, lambda y, out: ops.sum(y * out["sequence_output"], axis=(1, 2))
+        return x, lambda y, out: ops.sum(y * out["sequence_output"], axis=(1, 2))
     if name == "gpt2":
-        return keras_hub.models.GPT2Backbone(30, max_sequence_length=8, **text), tokens, None
-    model = keras_hub.models.ViTBackbone(
-        (8, 8, 3), patch_size=4, num_layers=2, num_heads=2, hidden_dim=8, mlp_dim=16
-    )
-    return model, rng.normal(size=(2, 8, 8, 3)).astype("float32"), None
+        return tokens, None
+    return rng.normal(size=(2, 8, 8, 3)).astype("float32"), None
 
 
 @pytest.mark.backend_agnostic
 @pytest.mark.parametrize("name", ["bert", "gpt2", "vit"])
-def test_keras_hub_backbones_in_model_order(name):
-    model, x, loss = _keras_hub_case(name)
+def test_keras_hub_backbones_in_model_order(name, keras_hub_backbone):
+    model = keras_hub_backbone(name)
+    x, loss = _keras_hub_inputs(name)
     outputs = model(x)
     sequence = outputs["sequence_output"] if isinstance(outputs, dict) else outputs
     target = np.random.default_rng(1).normal(size=sequence.shape).astype("float32")

@@ -1,12 +1,11 @@
 import keras
-import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from keras_attn.interop import gate_heads
 from keras_attn.layers import ConvolutionalSelfAttention, MultiHeadSelfAttention, TransformerBlock
-from keras_attn.models import build_bert_encoder, build_t2t_vit, build_vision_transformer
+from keras_attn.models import build_bert_encoder, build_vision_transformer
 from keras_attn.pruning import attention_layers, prune_heads
 
 HEADS = {"layer_0/attention": [0, 2], "layer_1/attention": [1, 2, 3]}
@@ -128,22 +127,9 @@ def test_pruned_vision_transformer_equals_zeroed_heads():
     np.testing.assert_allclose(pruned(images), model(images), atol=1e-5)
 
 
-def test_pruned_t2t_vit_blocks_equal_zeroed_heads_and_token_layers_are_refused():
+def test_pruned_t2t_vit_blocks_equal_zeroed_heads_and_token_layers_are_refused(small_t2t_vit):
     keras.utils.set_random_seed(4)
-    model = build_t2t_vit(
-        (12, 12),
-        3,
-        variant=None,
-        hidden_dim=16,
-        num_layers=2,
-        num_heads=4,
-        intermediate_dim=32,
-        token_layer="transformer",
-        token_dim=4,
-        kernel_sizes=(3, 3, 3),
-        strides=(2, 1, 1),
-        paddings=(1, 1, 1),
-    )
+    model = small_t2t_vit(num_layers=2, num_heads=4, token_layer="transformer")
     pruned = prune_heads(model, {"block_1/attention": [0, 3]})
     attention = pruned.get_layer("block_1").attention
     assert attention.num_heads == 2 and attention.query_dense.bias is None
@@ -220,10 +206,8 @@ def test_encoder_nested_in_a_classifier_is_pruned_inside(tmp_path):
 
 
 @pytest.mark.backend_agnostic
-def test_keras_attention_layers_of_a_keras_hub_backbone_are_refused_by_name():
-    backbone = keras_hub.models.BertBackbone(
-        30, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8
-    )
+def test_keras_attention_layers_of_a_keras_hub_backbone_are_refused_by_name(keras_hub_backbone):
+    backbone = keras_hub_backbone("bert")
     name = "transformer_layer_1/self_attention_layer"
     assert name in attention_layers(backbone)
     with pytest.raises(

@@ -13,25 +13,18 @@ from keras_attn.reproduce import mimetic
 # The whole small run, like every reproduction's (`python -m pytest -m slow`);
 # the notebook trains the same models at the small size in the default suite.
 @pytest.mark.slow
-def test_small_run_writes_consistent_results(tmp_path):
-    assert main(["reproduce", "mimetic", "--out", str(tmp_path)]) == 0
-    results = json.loads((tmp_path / "mimetic.json").read_text())
+def test_small_run_writes_consistent_results(tmp_path, small_run, final_accuracies):
+    results = small_run("mimetic")
     setting = results["setting"]
-    assert setting["name"] == "small" and setting["seeds"] >= 2
     (experiment,) = results["experiments"]
     (regime,) = setting["regimes"]
     assert experiment["train_size"] == regime["train_size"]
     interval = regime["steps"] // setting["evaluations"]
     assert experiment["curve_steps"] == [interval * (i + 1) for i in range(setting["evaluations"])]
-    finals = {}
-    for init in mimetic.INITS:
-        runs = experiment["runs"][init]
-        assert [run["seed"] for run in runs] == list(range(setting["seeds"]))
-        assert all(len(run["test_accuracy"]) == setting["evaluations"] for run in runs)
-        finals[init] = np.array([run["final_test_accuracy"] for run in runs])
-        summary = experiment["summary"][init]
-        np.testing.assert_allclose(summary["mean"], finals[init].mean())
-        np.testing.assert_allclose(summary["std"], finals[init].std(ddof=1))
+    finals = {
+        init: final_accuracies(experiment["runs"][init], experiment["summary"][init], setting)
+        for init in mimetic.INITS
+    }
     paired = finals["mimetic"] - finals["default"]
     difference = experiment["summary"]["difference"]
     np.testing.assert_allclose(difference["per_seed"], paired)

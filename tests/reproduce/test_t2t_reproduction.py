@@ -14,22 +14,15 @@ from tools.docs_tables import Results
 # The whole small run, like every reproduction's (`python -m pytest -m slow`);
 # the notebook trains the same models at the small size in the default suite.
 @pytest.mark.slow
-def test_small_run_writes_consistent_results(tmp_path):
-    assert main(["reproduce", "t2t", "--out", str(tmp_path)]) == 0
-    results = json.loads((tmp_path / "t2t.json").read_text())
+def test_small_run_writes_consistent_results(tmp_path, small_run, final_accuracies):
+    results = small_run("t2t")
     setting = results["setting"]
-    assert setting["name"] == "small" and setting["seeds"] >= 2
     interval = setting["steps"] // setting["evaluations"]
     assert results["curve_steps"] == [interval * (i + 1) for i in range(setting["evaluations"])]
     assert list(results["runs"]) == list(t2t.MODELS)
     finals = {}
     for name, runs in results["runs"].items():
-        assert [run["seed"] for run in runs] == list(range(setting["seeds"]))
-        assert all(len(run["test_accuracy"]) == setting["evaluations"] for run in runs)
-        finals[name] = np.array([run["final_test_accuracy"] for run in runs])
-        summary = results["summary"][name]
-        np.testing.assert_allclose(summary["mean"], finals[name].mean())
-        np.testing.assert_allclose(summary["std"], finals[name].std(ddof=1))
+        finals[name] = final_accuracies(runs, results["summary"][name], setting)
         assert results["models"][name]["parameters"] == t2t.build_model(name).count_params()
     for comparison, (model, baseline) in t2t.COMPARISONS.items():
         paired = finals[model] - finals[baseline]
