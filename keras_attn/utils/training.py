@@ -139,15 +139,15 @@ def reset_optimizer(model):
         model: a compiled `keras.Model`.
 
     Returns:
-        `model`, for chaining.
+        `model`, its optimizer back at step 0, for chaining.
 
     Example:
 
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     >>> model.compile(keras.optimizers.SGD(momentum=0.9), "mse")
     >>> _ = model.fit(np.ones((2, 2)), np.ones((2, 1)), verbose=0)
-    >>> int(reset_optimizer(model).optimizer.iterations)
-    0
+    >>> int(model.optimizer.iterations), int(reset_optimizer(model).optimizer.iterations)
+    (1, 0)
     """
     if model.optimizer.built:
         for variable in model.optimizer.variables:
