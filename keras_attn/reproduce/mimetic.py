@@ -222,8 +222,8 @@ def compare_inits(data, chosen, position_embedding, steps):
         the first `curve_test_size` test images and its final accuracy on
         all test images) and `summary`.
     """
-    train_size = len(data[0])
-    model = compile_model(chosen, position_embedding, steps, image_shape=data[0].shape[1:])
+    x_train = data[0]
+    model = compile_model(chosen, position_embedding, steps, image_shape=x_train.shape[1:])
     runs = {init: [] for init in INITS}
     for seed in range(chosen["seeds"]):
         for init in INITS:
@@ -240,16 +240,16 @@ def compare_inits(data, chosen, position_embedding, steps):
             runs[init].append({"seed": seed, **run})
             final = run["final_test_accuracy"]
             print(
-                f"{train_size:>6} images, {position_embedding:>7} positions, {init:>8} "
+                f"{len(x_train):>6} images, {position_embedding:>7} positions, {init:>8} "
                 f"seed {seed}: test accuracy {final:.4f}"
             )
     summary = summarize(runs)
     print(
-        f"{train_size:>6} images, {position_embedding:>7} positions: mimetic − default "
+        f"{len(x_train):>6} images, {position_embedding:>7} positions: mimetic − default "
         f"{summary['difference']['mean']:+.4f} ± {summary['difference']['std']:.4f} (paired)"
     )
     return {
-        "train_size": train_size,
+        "train_size": len(x_train),
         "position_embedding": position_embedding,
         "steps": steps,
         "curve_steps": curve_steps(steps, chosen["evaluations"]),
