@@ -12,7 +12,12 @@ TrainTestSplit: TypeAlias = tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarra
 """`((x_train, y_train), (x_test, y_test))`, the numpy arrays a loader returns."""
 
 
-def check_test_fraction(test_fraction):
+def check_split(test_fraction, seed):
+    """`(test_fraction, seed)` of `stratified_split`, checked, or raises `ValueError`."""
+    return _check_test_fraction(test_fraction), _check_seed(seed)
+
+
+def _check_test_fraction(test_fraction):
     """Returns `test_fraction` as a float, or raises `ValueError`."""
     if (
         isinstance(test_fraction, bool)
@@ -25,7 +30,7 @@ def check_test_fraction(test_fraction):
     return float(test_fraction)
 
 
-def check_seed(seed):
+def _check_seed(seed):
     """Returns `seed` as an int, or raises `ValueError`."""
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"`seed` must be a non-negative integer. Received: seed={seed!r}")
@@ -41,8 +46,8 @@ def check_limit(limit):
     return int(limit)
 
 
-def stratified_split(y, test_fraction, seed):
-    """Deterministic stratified train/test split of sample indices.
+def stratified_split(x, y, test_fraction, seed):
+    """Deterministic stratified train/test split of the examples `x` and labels `y`.
 
     Every class contributes `round(count * test_fraction)` samples to the test
     split (at least one, and at least one left for training, when the class
@@ -50,12 +55,13 @@ def stratified_split(y, test_fraction, seed):
     samples stored grouped by class are not grouped in the result.
 
     Args:
+        x: numpy array of examples, one per label.
         y: 1D integer array of labels.
         test_fraction: float in (0, 1).
         seed: non-negative int seeding `numpy.random.default_rng`.
 
     Returns:
-        Tuple `(train_indices, test_indices)` of int64 arrays.
+        `((x_train, y_train), (x_test, y_test))`, a `TrainTestSplit`.
     """
     rng = np.random.default_rng(seed)
     train_parts, test_parts = [], []
@@ -68,7 +74,7 @@ def stratified_split(y, test_fraction, seed):
         train_parts.append(members[n_test:])
     train = rng.permutation(np.concatenate(train_parts)).astype(np.int64)
     test = rng.permutation(np.concatenate(test_parts)).astype(np.int64)
-    return train, test
+    return (x[train], y[train]), (x[test], y[test])
 
 
 def read_numbers(path, columns, delimiter=None, header_lines=0, integers=False):

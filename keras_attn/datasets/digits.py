@@ -2,12 +2,7 @@
 
 import numpy as np
 
-from keras_attn.datasets._utils import (
-    TrainTestSplit,
-    check_seed,
-    check_test_fraction,
-    stratified_split,
-)
+from keras_attn.datasets._utils import TrainTestSplit, check_split, stratified_split
 from keras_attn.datasets.errors import DatasetNotFoundError
 
 
@@ -34,10 +29,9 @@ def load_digits(test_fraction: float = 0.2, seed: int = 0) -> TrainTestSplit:
         seed: non-negative int. The same seed always gives the same split.
 
     Returns:
-        Tuple of numpy arrays `((x_train, y_train), (x_test, y_test))`.
-        `x_*` are uint8 of shape `(num_samples, 8, 8)` with values in
-        `[0, 255]`; `y_*` are uint8 of shape `(num_samples,)` with labels
-        in `[0, 9]`.
+        `((x_train, y_train), (x_test, y_test))` in the format of every image
+        loader of `keras_attn.datasets`: uint8 images `(n, 8, 8)` in
+        `[0, 255]` and their uint8 labels `(n,)` in `[0, 9]`.
 
     Raises:
         DatasetNotFoundError: if scikit-learn is not installed.
@@ -50,8 +44,7 @@ def load_digits(test_fraction: float = 0.2, seed: int = 0) -> TrainTestSplit:
     x_train.shape, x_test.shape  # ((1438, 8, 8), (359, 8, 8))
     ```
     """
-    test_fraction = check_test_fraction(test_fraction)
-    seed = check_seed(seed)
+    test_fraction, seed = check_split(test_fraction, seed)
     try:
         from sklearn.datasets import load_digits as sklearn_load_digits
     except ImportError as error:
@@ -64,5 +57,4 @@ def load_digits(test_fraction: float = 0.2, seed: int = 0) -> TrainTestSplit:
     images = np.asarray(bunch.images, dtype=np.float64)
     x = np.round(images * (255.0 / 16.0)).astype(np.uint8)
     y = np.asarray(bunch.target).astype(np.uint8)
-    train, test = stratified_split(y, test_fraction, seed)
-    return (x[train], y[train]), (x[test], y[test])
+    return stratified_split(x, y, test_fraction, seed)

@@ -159,10 +159,9 @@ def load_fashion_mnist(
             faster for quick experiments and tests).
 
     Returns:
-        Tuple of numpy arrays `((x_train, y_train), (x_test, y_test))`.
-        `x_*` are uint8 of shape `(num_samples, 28, 28)` with values in
-        `[0, 255]`; `y_*` are uint8 of shape `(num_samples,)` with labels
-        in `[0, 9]`.
+        `((x_train, y_train), (x_test, y_test))`, 60,000 and 10,000 examples
+        (or the first `limit` of each): uint8 images `(n, 28, 28)` in
+        `[0, 255]` and their uint8 labels `(n,)` in `[0, 9]`.
 
     Raises:
         DatasetNotFoundError: if the files are missing. The message says

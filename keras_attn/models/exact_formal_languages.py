@@ -33,6 +33,10 @@ P_ONES, P_INVERSE_LENGTH, P_MARK, P_RESULT = 5, 6, 7, 8
 FIRST_DIM = 6
 F_BIT_ZERO, F_BIT_ONE, F_CLS, F_IS_FIRST, F_FIRST_IS_ONE, F_RESULT = 0, 1, 2, 3, 4, 5
 
+# Per task: the residual stream's width (before mirroring), the attention
+# heads of both layers and the hidden units of layer 1's feed-forward network.
+_TASKS = {"parity": (PARITY_DIM, 2, 3), "first": (FIRST_DIM, 1, 1)}
+
 
 @renamed_arguments(epsilon="layer_norm_epsilon")
 def build_exact_parity_transformer(
@@ -42,9 +46,6 @@ def build_exact_parity_transformer(
     name: str = "exact_parity",
 ) -> keras.Model:
     """Builds the exact PARITY transformer as a functional Keras model.
-
-    Input: int tokens `(batch, n + 1)`, the bits (`0`/`1`) then CLS (`2`).
-    Output: `(batch, 1)` logits, positive iff the number of ones is odd.
 
     Layer 1 attends uniformly (zero query and key kernels) and writes `k / N`
     (`k` ones, `N = n + 1`) and `1 / N` to every position; its feed-forward
@@ -64,7 +65,9 @@ def build_exact_parity_transformer(
         name: model name.
 
     Returns:
-        A `keras.Model` from tokens to logits, accepting any length.
+        A `keras.Model` from int tokens `(batch, n + 1)`, the bits (`0`/`1`)
+        then CLS (`2`), for any `n`, to `(batch, 1)` logits, positive iff the
+        number of ones is odd.
 
     Example:
 
@@ -75,10 +78,8 @@ def build_exact_parity_transformer(
     References:
         - [Chiang & Cholak, 2022](https://arxiv.org/abs/2202.12172)
     """
-    half = PARITY_DIM
-    model, mirror = _exact_model(
-        "parity", half, 2, 3, layer_norm, layer_norm_epsilon, output_scale, name
-    )
+    model, mirror = _exact_model("parity", layer_norm, layer_norm_epsilon, output_scale, name)
+    half = mirror.half
     key_dim = mirror.dim // 2
 
     value = np.zeros((mirror.dim, 2, key_dim))
@@ -103,15 +104,7 @@ def build_exact_parity_transformer(
     value[P_MARK, :, 0] = 1.0
     output = np.zeros((2, key_dim, half))
     output[:, 0, P_RESULT] = [-1.0, 1.0]  # odd positions minus even positions
-    _set_attention(
-        model.get_layer("layer_2_attention"),
-        query=query,
-        key=key,
-        value=value,
-        output=mirror.writes(output),
-    )
-    _set_cleanup_mlp(model, mirror, P_RESULT)
-    _set_output(model, mirror.dim, P_RESULT, output_scale)
+    _set_layer_2_and_output(model, mirror, P_RESULT, output_scale, query, key, value, output)
     return model
 
 
@@ -125,9 +118,6 @@ def build_exact_first_transformer(
 ) -> keras.Model:
     """Builds the exact FIRST transformer as a functional Keras model.
 
-    Input: int tokens `(batch, n + 1)`, CLS (`2`) then the bits (`0`/`1`).
-    Output: `(batch, 1)` logits, positive iff the first bit is 1.
-
     Layer 1's feed-forward network computes `[i = 1 and bit 1]` with one
     ReLU. In layer 2, CLS attends to position 1 (query `attention_scale` on
     the CLS symbol, key `[i = 1]`) and reads `[first bit is 1] - 1/2`.
@@ -139,8 +129,8 @@ def build_exact_first_transformer(
     would also fire at position 1 holding a 0 and at every later 1).
 
     Args:
-        layer_norm: bool, whether to add post-norm layer norms (and mirror
-            the residual stream) after every residual connection.
+        layer_norm: bool, whether to add layer norms and mirror the residual
+            stream, as in `build_exact_parity_transformer`.
         layer_norm_epsilon: float, epsilon of the layer norms. With `0` the logit is
             `±sqrt(6) * output_scale` at every length.
         output_scale: float, weight of the result dimension in the output
@@ -152,21 +142,24 @@ def build_exact_first_transformer(
         name: model name.
 
     Returns:
-        A `keras.Model` from tokens to logits, accepting any length.
+        A `keras.Model` from int tokens `(batch, n + 1)`, CLS (`2`) then the
+        bits (`0`/`1`), for any `n`, to `(batch, 1)` logits, positive iff the
+        first bit is 1.
 
     Example:
 
-    >>> model = build_exact_first_transformer()
-    >>> (model(np.array([[2, 1, 0, 0], [2, 0, 1, 1]]))[:, 0] > 0).numpy().tolist()
-    [True, False]
+    With layer norm the logit is `±sqrt(6)` at every length:
+
+    >>> model = build_exact_first_transformer(layer_norm=True)
+    >>> logits = model(np.array([[2, 1, 0, 0], [2, 0, 1, 1]]))[:, 0]
+    >>> (logits.numpy() / np.sqrt(6)).round(3).tolist()
+    [1.0, -1.0]
 
     References:
         - [Chiang & Cholak, 2022](https://arxiv.org/abs/2202.12172)
     """
-    half = FIRST_DIM
-    model, mirror = _exact_model(
-        "first", half, 1, 1, layer_norm, layer_norm_epsilon, output_scale, name
-    )
+    model, mirror = _exact_model("first", layer_norm, layer_norm_epsilon, output_scale, name)
+    half = mirror.half
 
     hidden, hidden_bias = _first_detector(mirror)
     gate = np.zeros((1, half))
@@ -182,15 +175,7 @@ def build_exact_first_transformer(
     value[F_FIRST_IS_ONE, 0, 0] = 1.0
     output = np.zeros((1, mirror.dim, half))
     output[0, 0, F_RESULT] = 1.0
-    _set_attention(
-        model.get_layer("layer_2_attention"),
-        query=query,
-        key=key,
-        value=value,
-        output=mirror.writes(output),
-    )
-    _set_cleanup_mlp(model, mirror, F_RESULT)
-    _set_output(model, mirror.dim, F_RESULT, output_scale)
+    _set_layer_2_and_output(model, mirror, F_RESULT, output_scale, query, key, value, output)
     return model
 
 
@@ -225,11 +210,10 @@ class _Mirror:
         return np.concatenate([kernel, -kernel], axis=-1)  # (..., 2 * half)
 
 
-def _exact_model(
-    task, half, num_heads, mlp_units, layer_norm, layer_norm_epsilon, output_scale, name
-):
+def _exact_model(task, layer_norm, layer_norm_epsilon, output_scale, name):
     """The checked arguments' two-layer model (weights still to set) and its mirror."""
     _check_arguments(layer_norm_epsilon, output_scale)
+    half, num_heads, mlp_units = _TASKS[task]
     model = _build_two_layer_model(
         task,
         half,
@@ -305,6 +289,23 @@ def _set_mlp(model, index, hidden, output, hidden_bias=None):
     if hidden_bias is not None:
         hidden_layer.bias.assign(hidden_bias.astype("float32"))
     model.get_layer(f"layer_{index}_mlp_output").kernel.assign(output.astype("float32"))
+
+
+def _set_layer_2_and_output(model, mirror, result, output_scale, query, key, value, output):
+    """Sets layer 2 (its attention writes `output` mirrored) and the output layer.
+
+    The output layer reads the dimension `result` alone, weighted by
+    `output_scale`.
+    """
+    _set_attention(
+        model.get_layer("layer_2_attention"),
+        query=query,
+        key=key,
+        value=value,
+        output=mirror.writes(output),
+    )
+    _set_cleanup_mlp(model, mirror, result)
+    _set_output(model, mirror.dim, result, output_scale)
 
 
 def _set_cleanup_mlp(model, mirror, result):

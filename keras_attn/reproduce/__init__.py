@@ -12,6 +12,8 @@ The convention, in `keras_attn.reproduce._run`: a module keeps its sizes in
 (`KERAS_ATTN_SMALL` wins over `--full`; the command line's banner uses the
 same `setting_name`) and returns what `finish(args, NAME, results, figure,
 started_at=..., setting=...)` returns: `{"setting", "results", "paths"}`.
+The image-classification reproductions share their data scaling, augmented
+training and paired comparison in `keras_attn.reproduce._images`.
 The library logic a reproduction calls lives in the library packages.
 
 `REPRODUCTIONS` lists them without importing them: a module (with its

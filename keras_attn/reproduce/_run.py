@@ -91,27 +91,6 @@ def mean_and_std(values):
     return {"mean": float(values.mean()), "std": float(std)}
 
 
-def standardized_subsets(splits, train_size, test_size):
-    """The first images of each split, scaled to zero mean and unit variance.
-
-    Args:
-        splits: `((x_train, y_train), (x_test, y_test))` with uint8 images,
-            as the image loaders of `keras_attn.datasets` return.
-        train_size: int, training images kept.
-        test_size: int, test images kept.
-
-    Returns:
-        `(x_train, y_train, x_test, y_test)`, float32 images in their loader
-        shape, both scaled by the mean and standard deviation of the kept
-        training images.
-    """
-    (x_train, y_train), (x_test, y_test) = splits
-    x_train = x_train[:train_size].astype("float32") / 255.0
-    x_test = x_test[:test_size].astype("float32") / 255.0
-    mean, std = x_train.mean(), x_train.std()
-    return (x_train - mean) / std, y_train[:train_size], (x_test - mean) / std, y_test[:test_size]
-
-
 def run_in_workers(function, jobs, workers, on_result=None):
     """`[function(*job) for job in jobs]`, in order, in up to `workers` processes.
 

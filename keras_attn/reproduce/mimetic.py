@@ -25,25 +25,14 @@ import keras
 import numpy as np
 
 from keras_attn.analysis import attention_diagonal_statistics
-from keras_attn.datasets import AugmentedImages, load_cifar10, load_fashion_mnist
+from keras_attn.datasets import load_cifar10, load_fashion_mnist
 from keras_attn.initializers import MimeticInitializer, apply_mimetic_init
 from keras_attn.models import build_vision_transformer
 from keras_attn.pretrained import load_minilm_weights
-from keras_attn.reproduce._run import (
-    add_seeds_argument,
-    choose_setting,
-    finish,
-    mean_and_std,
-    standardized_subsets,
-)
+from keras_attn.reproduce._images import fit_augmented, paired_difference, standardized_subsets
+from keras_attn.reproduce._run import add_seeds_argument, choose_setting, finish, mean_and_std
 from keras_attn.utils import finish_run
-from keras_attn.utils.training import (
-    LIGHT_AUGMENTATION,
-    WARMUP_COSINE_ADAMW,
-    fit_with_test_curve,
-    reset_optimizer,
-    warmup_cosine_adamw,
-)
+from keras_attn.utils.training import RECIPE, compile_classifier, curve_steps, reset_optimizer
 from keras_attn.utils.validation import int_option
 
 NAME = "mimetic"
@@ -98,8 +87,6 @@ SETTINGS = {
 }
 MODEL = {"patch_size": 4, "num_heads": 4}
 BATCH_SIZE = 128
-AUGMENTATION = LIGHT_AUGMENTATION
-OPTIMIZER = WARMUP_COSINE_ADAMW
 
 
 def add_arguments(parser):
@@ -193,8 +180,7 @@ def run(args):
     training = {
         "setting": chosen,
         "model": MODEL,
-        "optimizer": OPTIMIZER,
-        "augmentation": AUGMENTATION,
+        **RECIPE,
         "batch_size": BATCH_SIZE,
         "experiments": experiments,
     }
@@ -236,19 +222,20 @@ def compare_inits(data, chosen, position_embedding, steps):
         the first `curve_test_size` test images and its final accuracy on
         all test images) and `summary`.
     """
-    x_train, y_train, x_test, y_test = data
+    x_train = data[0]
     model = compile_model(chosen, position_embedding, steps, image_shape=x_train.shape[1:])
-    interval = steps // chosen["evaluations"]
-    curve_test = (x_test[: chosen["curve_test_size"]], y_test[: chosen["curve_test_size"]])
     runs = {init: [] for init in INITS}
     for seed in range(chosen["seeds"]):
         for init in INITS:
             reset(model, chosen, position_embedding, seed, init)
-            batches = AugmentedImages(
-                x_train, y_train, BATCH_SIZE, steps_per_epoch=interval, seed=seed, **AUGMENTATION
-            )
-            run = fit_with_test_curve(
-                model, batches, chosen["evaluations"], curve_test, (x_test, y_test)
+            run = fit_augmented(
+                model,
+                data,
+                BATCH_SIZE,
+                steps,
+                chosen["evaluations"],
+                chosen["curve_test_size"],
+                seed,
             )
             runs[init].append({"seed": seed, **run})
             final = run["final_test_accuracy"]
@@ -265,7 +252,7 @@ def compare_inits(data, chosen, position_embedding, steps):
         "train_size": len(x_train),
         "position_embedding": position_embedding,
         "steps": steps,
-        "curve_steps": [interval * (index + 1) for index in range(chosen["evaluations"])],
+        "curve_steps": curve_steps(steps, chosen["evaluations"]),
         "runs": runs,
         "summary": summary,
     }
@@ -278,14 +265,7 @@ def compile_model(chosen, position_embedding, steps, image_shape=(28, 28)):
     decay. The learning rate is a schedule, so the optimizer's state is only
     its iteration count and moments, which `reset` sets back to zero.
     """
-    model = build_model(chosen, position_embedding, image_shape)
-    model.compile(
-        optimizer=warmup_cosine_adamw(steps),
-        loss="sparse_categorical_crossentropy",
-        metrics=["accuracy"],
-        jit_compile=True,
-    )
-    return model
+    return compile_classifier(build_model(chosen, position_embedding, image_shape), steps)
 
 
 def reset(model, chosen, position_embedding, seed, init):
@@ -311,9 +291,8 @@ def summarize(runs):
     and their standard deviation (`ddof=1`; 0 for one seed).
     """
     finals = {init: [run["final_test_accuracy"] for run in runs[init]] for init in INITS}
-    per_seed = [m - d for m, d in zip(finals["mimetic"], finals["default"], strict=True)]
     summary = {init: mean_and_std(finals[init]) for init in INITS}
-    summary["difference"] = {**mean_and_std(per_seed), "per_seed": per_seed}
+    summary["difference"] = paired_difference(finals["mimetic"], finals["default"])
     return summary
 
 

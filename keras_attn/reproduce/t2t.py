@@ -39,22 +39,11 @@ import time
 import keras
 import numpy as np
 
-from keras_attn.datasets import AugmentedImages, load_fashion_mnist
+from keras_attn.datasets import load_fashion_mnist
 from keras_attn.models import build_t2t_vit, count_macs
-from keras_attn.reproduce._run import (
-    add_seeds_argument,
-    choose_setting,
-    finish,
-    mean_and_std,
-    standardized_subsets,
-)
-from keras_attn.utils.training import (
-    LIGHT_AUGMENTATION,
-    WARMUP_COSINE_ADAMW,
-    fit_with_test_curve,
-    reset_optimizer,
-    warmup_cosine_adamw,
-)
+from keras_attn.reproduce._images import fit_augmented, paired_difference, standardized_subsets
+from keras_attn.reproduce._run import add_seeds_argument, choose_setting, finish, mean_and_std
+from keras_attn.utils.training import RECIPE, compile_classifier, curve_steps, reset_optimizer
 from keras_attn.utils.validation import check_choice, int_option
 
 NAME = "t2t"
@@ -159,8 +148,6 @@ SETTINGS = {
         "mode": "xla",
     },
 }
-AUGMENTATION = LIGHT_AUGMENTATION
-OPTIMIZER = WARMUP_COSINE_ADAMW
 
 
 def add_arguments(parser):
@@ -234,9 +221,8 @@ def run(args):
         "setting": chosen,
         "models": models,
         "comparisons": COMPARISONS,
-        "optimizer": OPTIMIZER,
-        "augmentation": AUGMENTATION,
-        "curve_steps": curve_steps(chosen),
+        **RECIPE,
+        "curve_steps": curve_steps(chosen["steps"], chosen["evaluations"]),
         "runs": runs,
         "summary": summary,
     }
@@ -298,15 +284,9 @@ def compile_model(name, steps, mode):
             compiled by XLA).
     """
     check_choice("mode", mode, MODES)
-    model = build_model(name)
-    model.compile(
-        optimizer=warmup_cosine_adamw(steps),
-        loss="sparse_categorical_crossentropy",
-        metrics=["accuracy"],
-        jit_compile=mode == "xla",
-        run_eagerly=mode == "eager",
+    return compile_classifier(
+        build_model(name), steps, jit_compile=mode == "xla", run_eagerly=mode == "eager"
     )
-    return model
 
 
 def reset(model, name, seed):
@@ -345,29 +325,19 @@ def train(model, name, seed, data, chosen):
     Returns:
         dict with the `seed`, the `final_test_accuracy`, the curves
         `test_accuracy` and `train_accuracy` (one value per evaluation,
-        at `curve_steps(chosen)`) and the `seconds` it took.
+        at `curve_steps(steps, evaluations)`) and the `seconds` it took.
     """
-    x_train, y_train, x_test, y_test = data
-    curve_test = (x_test[: chosen["curve_test_size"]], y_test[: chosen["curve_test_size"]])
     reset(model, name, seed)
-    batches = AugmentedImages(
-        x_train,
-        y_train,
+    run = fit_augmented(
+        model,
+        data,
         chosen["batch_size"],
-        steps_per_epoch=chosen["steps"] // chosen["evaluations"],
-        seed=seed,
-        **AUGMENTATION,
+        chosen["steps"],
+        chosen["evaluations"],
+        chosen["curve_test_size"],
+        seed,
     )
-    return {
-        "seed": seed,
-        **fit_with_test_curve(model, batches, chosen["evaluations"], curve_test, (x_test, y_test)),
-    }
-
-
-def curve_steps(chosen):
-    """The optimizer step of each evaluation of the setting `chosen`."""
-    interval = chosen["steps"] // chosen["evaluations"]
-    return [interval * (index + 1) for index in range(chosen["evaluations"])]
+    return {"seed": seed, **run}
 
 
 def describe(model, name):
@@ -395,8 +365,7 @@ def summarize(runs):
     summary["differences"] = {}
     for comparison, (model, baseline) in COMPARISONS.items():
         if model in finals and baseline in finals:
-            per_seed = [a - b for a, b in zip(finals[model], finals[baseline], strict=True)]
-            summary["differences"][comparison] = {**mean_and_std(per_seed), "per_seed": per_seed}
+            summary["differences"][comparison] = paired_difference(finals[model], finals[baseline])
     return summary
 
 

@@ -14,6 +14,8 @@ WARMUP_COSINE_ADAMW = {
     "weight_decay": 0.05,
     "schedule": "linear warm-up over the first 10% of the steps, then cosine decay to 0",
 }
+# The recipe as a result file records it.
+RECIPE = {"optimizer": WARMUP_COSINE_ADAMW, "augmentation": LIGHT_AUGMENTATION}
 
 
 def warmup_cosine_adamw(steps):
@@ -43,6 +45,57 @@ def warmup_cosine_adamw(steps):
         warmup_steps=warmup_steps,
     )
     return keras.optimizers.AdamW(schedule, weight_decay=WARMUP_COSINE_ADAMW["weight_decay"])
+
+
+def compile_classifier(model, steps, jit_compile=True, run_eagerly=False):
+    """Compiles a classifier of integer labels with `warmup_cosine_adamw(steps)`.
+
+    The loss is the sparse categorical cross-entropy of probabilities and the
+    metric `"accuracy"`, as `fit_with_test_curve` reads it.
+
+    Args:
+        model: a `keras.Model` ending in a softmax.
+        steps: int, the optimizer steps of the whole run.
+        jit_compile: bool, whether XLA compiles the training step.
+        run_eagerly: bool, whether the training step runs eagerly.
+
+    Returns:
+        `model`, for chaining.
+
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, "softmax")])
+    >>> compile_classifier(model, 100, jit_compile=False).loss
+    'sparse_categorical_crossentropy'
+    """
+    model.compile(
+        optimizer=warmup_cosine_adamw(steps),
+        loss="sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+        jit_compile=jit_compile,
+        run_eagerly=run_eagerly,
+    )
+    return model
+
+
+def curve_steps(steps, evaluations):
+    """The optimizer step of each point of a test-accuracy curve.
+
+    Args:
+        steps: int, optimizer steps of the run, a multiple of `evaluations`.
+        evaluations: int, the points of the curve, as `fit_with_test_curve`
+            measures them (one after each of its epochs).
+
+    Returns:
+        list of `evaluations` ints, the last `steps`.
+
+    Example:
+
+    >>> curve_steps(12, 3)
+    [4, 8, 12]
+    """
+    interval = steps // evaluations
+    return [interval * (index + 1) for index in range(evaluations)]
 
 
 def build_optimizer(model):
@@ -86,15 +139,15 @@ def reset_optimizer(model):
         model: a compiled `keras.Model`.
 
     Returns:
-        `model`, for chaining.
+        `model`, its optimizer back at step 0, for chaining.
 
     Example:
 
     >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     >>> model.compile(keras.optimizers.SGD(momentum=0.9), "mse")
     >>> _ = model.fit(np.ones((2, 2)), np.ones((2, 1)), verbose=0)
-    >>> int(reset_optimizer(model).optimizer.iterations)
-    0
+    >>> int(model.optimizer.iterations), int(reset_optimizer(model).optimizer.iterations)
+    (1, 0)
     """
     if model.optimizer.built:
         for variable in model.optimizer.variables:
