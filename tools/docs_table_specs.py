@@ -323,12 +323,14 @@ def ffn_memories(data):
     """Per layer: each rate with its 95% interval, and the shuffled-key null."""
     columns = {
         "agreement_rate": "Agreement",
+        "official_agreement_rate": "Agreement (official)",
         "shuffled_agreement_rate": "Shuffled keys (null)",
         "agreement_p_value": "p (agreement ≤ null)",
         "next_token_rank": "Next-token rank",
         "shuffled_next_token_rank": "Rank, shuffled keys",
         "active_fraction": "Active memories",
         "zero_agreement_rate": "Zero agreement",
+        "official_zero_agreement_rate": "Zero agreement (official)",
         "memory_sum_zero_agreement_rate": "Zero agreement (memory sum)",
         "residual_kept": "Residual kept",
         "ffn_override": "FFN override",
