@@ -35,8 +35,8 @@ decision drawn on its own, so that the examples differ). Each case is
 written to `--output` as soon as it is measured, with the seconds of each
 predictor's first call (the fast path's includes its XLA compilation, which
 grows with the number of branches: `--token-buckets` x `--head-buckets`
-attention branches per gated block); `--resume` skips the cases already
-there. `--paper-scale --small` is a smoke run of tiny stand-ins.
+attention branches per gated block); `settings.partial` stays true until
+every case is measured, and `--resume` skips the cases already there. `--paper-scale --small` is a smoke run of tiny stand-ins.
 
     python benchmarks/adavit.py [--gamma 0.5] [--keep-rates 0.5 0.3 0] [--small]
     KERAS_BACKEND=jax python benchmarks/adavit.py --paper-scale --resume \
@@ -364,11 +364,13 @@ def paper_scale(args, started_at):
         "small": args.small,
         "rounds": {str(batch): rounds for batch, rounds in PAPER_ROUNDS[size].items()},
     }
-    settings.update(paper_buckets(size, args))
+    settings.update(paper_buckets(size, args), partial=True)  # until every case is measured
     for name in PAPER_BACKBONES[size]:
         for measured in measure_paper_scale(name, size, args, done):
             cases += measured
             write_benchmark(path, {"settings": settings, "cases": cases}, started_at=started_at)
+    settings["partial"] = False
+    write_benchmark(path, {"settings": settings, "cases": cases}, started_at=started_at)
 
 
 if __name__ == "__main__":

@@ -89,7 +89,9 @@ def test_paper_scale_smoke_run_writes_each_case_and_resumes(tmp_path, load_bench
     benchmark = load_benchmark("adavit")
     output = tmp_path / "paper.json"
     benchmark.main(["--paper-scale", "--small", "--output", str(output)])
-    cases = json.loads(output.read_text())["results"]["cases"]
+    results = json.loads(output.read_text())["results"]
+    assert results["settings"]["partial"] is False  # every case measured
+    cases = results["cases"]
     assert [(c["backbone"], c["batch"], c["policy"]) for c in cases] == [
         (name, batch, policy)
         for name in ("deit_s", "t2t_vit_19")
