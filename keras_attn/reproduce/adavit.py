@@ -16,7 +16,7 @@ import numpy as np
 
 from keras_attn.datasets import load_fashion_mnist
 from keras_attn.models import finetune_adavit, finetune_vit, pretrain_vit
-from keras_attn.models.adavit import xla_function
+from keras_attn.models.adavit import FORMER_BEHAVIOUR, xla_function
 from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
 from keras_attn.utils import batch_latency_ms
 from keras_attn.utils.validation import float_option, int_option
@@ -73,6 +73,14 @@ def add_arguments(parser):
         type=int_option(),
         help="Number of seeds N: runs seeds 0..N-1 (overrides the setting).",
     )
+    parser.add_argument(
+        "--former-behaviour",
+        choices=sorted(FORMER_BEHAVIOUR),
+        nargs="+",
+        default=[],
+        help="AdaViT options set to keras_attn's former behaviour instead of the "
+        "official one, to measure what each costs (default: none, all official).",
+    )
 
 
 def load_data(train, test):
@@ -95,11 +103,13 @@ def run(args):
     size, setting = choose_setting(args, SETTINGS)
     seeds = args.seeds or setting["seeds"]
     data = load_data(setting["train"], setting["test"])
+    options = {option: FORMER_BEHAVIOUR[option] for option in args.former_behaviour}
     runs, examples = [], {}
     for seed in range(seeds):
-        runs.append(run_seed(seed, args.gammas, setting, data, examples))
+        runs.append(run_seed(seed, args.gammas, setting, data, examples, options))
     results = {
         "setting": {**setting, "name": size, "seeds": seeds, "latency_batch": LATENCY_BATCH},
+        "adavit_options": options,
         "model": {**MODEL, "num_layers": setting["num_layers"]},
         "gammas": args.gammas,
         "runs": runs,
@@ -110,8 +120,11 @@ def run(args):
     return finish(args, NAME, results, figure, started_at=started_at, setting=size)
 
 
-def run_seed(seed, gammas, setting, data, examples):
-    """One seed: the full ViT and, per γ, the learned and the random policy."""
+def run_seed(seed, gammas, setting, data, examples, options):
+    """One seed: the full ViT and, per γ, the learned and the random policy.
+
+    `options` are `AdaViT` arguments that differ from the official defaults.
+    """
     (x_train, y_train), (x_test, y_test) = data
     epochs = setting["finetune_epochs"]
     sizes = {**MODEL, "num_layers": setting["num_layers"]}
@@ -125,7 +138,7 @@ def run_seed(seed, gammas, setting, data, examples):
     }
     predictors = {"full": xla_function(full)}
     for gamma in gammas:
-        model = finetune_adavit(vit, x_train, y_train, gamma, epochs, seed=seed)
+        model = finetune_adavit(vit, x_train, y_train, gamma, epochs, seed=seed, **options)
         fast = model.fast_path()
         record["full"]["macs"] = int(fast.full_macs())
         learned = fast.run(x_test, batch_size=LATENCY_BATCH)

@@ -6,11 +6,12 @@ https://arxiv.org/abs/2111.15668.
 
 from keras_attn.models.adavit.decisions import DECISION_KEYS
 from keras_attn.models.adavit.fast_path import AdaViTFastPath, FastPathResult, xla_function
-from keras_attn.models.adavit.model import AdaViT
+from keras_attn.models.adavit.model import FORMER_BEHAVIOUR, AdaViT
 from keras_attn.models.adavit.training import finetune_adavit, finetune_vit, pretrain_vit
 
 __all__ = [
     "DECISION_KEYS",
+    "FORMER_BEHAVIOUR",
     "AdaViT",
     "AdaViTFastPath",
     "FastPathResult",

@@ -21,8 +21,9 @@ from keras_attn.models.adavit.decisions import DECISION_KEYS, fixed_gates, rando
 from keras_attn.models.adavit.fast_path import AdaViTFastPath
 from keras_attn.utils.validation import check_bool, check_float
 
-# What models saved before these options existed computed: `from_config` restores it.
-_FORMER_BEHAVIOUR = {
+# keras_attn's behaviour before these options existed: `from_config` restores it for
+# models saved then, and the reproduction can set any of it to measure its cost.
+FORMER_BEHAVIOUR = {
     "gate_first_block": False,
     "head_gates_mlp_input": False,
     "gated_drop_path": True,
@@ -411,7 +412,7 @@ class AdaViT(keras.Model):
     @classmethod
     def from_config(cls, config):
         # Models saved before these options keep computing what they did.
-        return cls(**{**_FORMER_BEHAVIOUR, **config})
+        return cls(**{**FORMER_BEHAVIOUR, **config})
 
 
 def _check_target_usage(target_usage):
