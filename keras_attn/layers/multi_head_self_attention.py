@@ -44,6 +44,9 @@ MASKED_LOGIT = -1e9
 BLOCKWISE_MIN_LENGTH = 1024
 BLOCKWISE_BLOCK_SIZE = 512
 BLOCKWISE_MAX_BLOCKS = 16
+# From this length, torch computes a pattern of fixed offsets from shifted
+# views rather than gathered keys. See `MultiHeadSelfAttention.shifted_sparse_keys`.
+TORCH_SHIFTED_MIN_LENGTH = 1024
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -79,9 +82,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             query position) or an `AttentionPattern` instance: no
             `(length, length)` tensor is built. A pattern of fixed backward
             offsets (`static_offsets`, such as LogSparse and causal windows)
-            is computed from shifted views of the keys and values, one logit
-            per offset, with no per-slot copy of them in the forward or the
-            backward pass; other patterns have their keys gathered. Without
+            is computed, on JAX and TensorFlow, from shifted views of the
+            keys and values, one logit per offset, with no per-slot copy of
+            them in the forward or the backward pass; other patterns, and
+            every pattern on torch, have their keys gathered (`O(L K)` keys
+            and values: a few large kernels instead of a loop). Without
             attention scores and active dropout (and with
             `value_dim == key_dim`), the dense patterns run through
             `keras.ops.dot_product_attention`, which reaches fused (flash,
@@ -693,9 +698,25 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         query = self._scaled(query)
         length = ops.shape(query)[1]
         offsets = self.attention_pattern.static_offsets(length)
-        if offsets is None:
+        if offsets is None or not self._shifts_sparse_keys(length):
             return self._gathered_attention(query, key, value, mask, training)
         return self._shifted_attention(query, key, value, mask, training, offsets)
+
+    # How a pattern of fixed offsets is computed: `None` (the default) shifts
+    # the keys and values on JAX and TensorFlow, and on torch from
+    # `TORCH_SHIFTED_MIN_LENGTH` positions: below it, torch's loop over the
+    # offsets costs more in kernel launches than gathering K copies of the
+    # keys and values (benchmarks/attention_speed.py). A bool forces the
+    # shifted path (`True`) or the gathered one (`False`).
+    shifted_sparse_keys: bool | None = None
+
+    def _shifts_sparse_keys(self, length):
+        if self.shifted_sparse_keys is not None:
+            return self.shifted_sparse_keys
+        if keras.backend.backend() != "torch":
+            return True
+        size = static_size(length)
+        return size is not None and size >= TORCH_SHIFTED_MIN_LENGTH
 
     def _shifted_attention(self, query, key, value, mask, training, offsets):
         """Attention over keys `i - offset`, from shifted views of keys and values.
@@ -719,11 +740,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         indices, valid = self.attention_pattern.key_indices(length)  # (length, K) each
         gathered_keys = ops.take(key, indices, axis=1)  # (batch, length, K, heads, key_dim)
         gathered_values = ops.take(value, indices, axis=1)  # (batch, length, K, heads, value_dim)
-        logits = ops.einsum("bqhd,bqkhd->bhqk", query, gathered_keys)  # (batch, heads, length, K)
+        # Products and sums rather than einsums: as a matmul, each query is
+        # a batch of its own (1, key_dim) x (key_dim, K) product.
+        logits = ops.sum(query[:, :, None] * gathered_keys, axis=-1)  # (batch, length, K, heads)
+        logits = ops.transpose(logits, (0, 3, 1, 2))  # (batch, heads, length, K)
         weights = self._masked_softmax(logits, _slot_allowed(indices, valid, mask), mask, training)
-        context = ops.einsum(
-            "bhqk,bqkhd->bqhd", weights, gathered_values
-        )  # (batch, length, heads, value_dim)
+        # (batch, length, K, heads, 1)
+        slot_weights = ops.transpose(weights, (0, 2, 3, 1))[..., None]
+        context = ops.sum(slot_weights * gathered_values, axis=2)  # (batch, length, heads, v_dim)
         return context, weights
 
     def _masked_softmax(self, logits, allowed, mask, training):
@@ -944,6 +968,8 @@ def _padded(x, before, after):
 
 def _window(padded, start, like):
     """`padded[:, start : start + length]`, shaped like `like`."""
+    if isinstance(start, int):  # a Python loop (torch): a view, without op dispatch
+        return padded[:, start : start + like.shape[1]]
     return ops.slice(padded, (0, start, 0, 0), ops.shape(like))
 
 

@@ -390,6 +390,7 @@ def test_shifted_attention_equals_gathered_attention_with_gradients(name):
     mask[0, :5] = False  # the first rows of example 0 see no key at all
     mask[1, 10:20] = False
     shifted = MultiHeadSelfAttention(2, 4, attention_pattern=OFFSET_PATTERNS[name])
+    shifted.shifted_sparse_keys = True  # torch gathers below TORCH_SHIFTED_MIN_LENGTH
     gathered = MultiHeadSelfAttention(2, 4, attention_pattern=_Gathered(OFFSET_PATTERNS[name]))
     shifted(x)
     gathered(x)
@@ -447,17 +448,36 @@ def test_torch_training_step_reads_no_tensor_back_to_the_host():
     """
     if keras.backend.backend() != "torch":
         pytest.skip("Counts torch operator calls.")
+    for shifted in (True, False):
+        names = _torch_training_step_ops(shifted, length=64)
+        assert "aten::bmm" in names or "aten::mul" in names  # the profile saw the step
+        assert "aten::item" not in names and "aten::_local_scalar_dense" not in names
+
+
+def _torch_training_step_ops(shifted, length):
+    """The torch operators of one LogSparse training step (`shifted=None`: the default path)."""
     import torch
     from torch.profiler import profile
 
-    layer = LogSparseAttention(num_heads=2, key_dim=4)
-    x = torch.randn(1, 64, 8)
+    layer = LogSparseAttention(num_heads=4, key_dim=16)
+    layer.shifted_sparse_keys = shifted
+    x = torch.randn(1, length, 64)
     layer(x)
     with profile() as prof:
         torch.sum(torch.square(layer(x))).backward()
-    names = [event.name for event in prof.events()]
-    assert "aten::bmm" in names or "aten::mul" in names  # the profile saw the step
-    assert "aten::item" not in names and "aten::_local_scalar_dense" not in names
+    return [event.name for event in prof.events() if event.name.startswith("aten::")]
+
+
+def test_torch_gathers_short_sequences_in_a_few_kernels():
+    """Below `TORCH_SHIFTED_MIN_LENGTH` torch gathers the keys: far fewer kernels than the loop.
+
+    The loop over 9 offsets launches over 1,100 operators for a step at
+    length 256, which cost a fixed ~40 ms per step whatever the length.
+    """
+    if keras.backend.backend() != "torch":
+        pytest.skip("Counts torch operator calls.")
+    assert len(_torch_training_step_ops(None, length=256)) < 700
+    assert len(_torch_training_step_ops(True, length=256)) > 1000
 
 
 def test_training_step_runs_two_offset_loops_each_way():
