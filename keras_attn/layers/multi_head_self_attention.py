@@ -738,17 +738,17 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def _gathered_attention(self, query, key, value, mask, training):
         length = ops.shape(query)[1]
         indices, valid = self.attention_pattern.key_indices(length)  # (length, K) each
-        gathered_keys = ops.take(key, indices, axis=1)  # (batch, length, K, heads, key_dim)
-        gathered_values = ops.take(value, indices, axis=1)  # (batch, length, K, heads, value_dim)
+        gathered_keys = _gather_positions(key, indices)  # (length, K, batch, heads, key_dim)
+        gathered_values = _gather_positions(value, indices)  # (length, K, batch, heads, value_dim)
         # Products and sums rather than einsums: as a matmul, each query is
         # a batch of its own (1, key_dim) x (key_dim, K) product.
-        logits = ops.sum(query[:, :, None] * gathered_keys, axis=-1)  # (batch, length, K, heads)
-        logits = ops.transpose(logits, (0, 3, 1, 2))  # (batch, heads, length, K)
+        by_position = ops.transpose(query, (1, 0, 2, 3))[:, None]  # (length, 1, batch, heads, dim)
+        logits = ops.sum(by_position * gathered_keys, axis=-1)  # (length, K, batch, heads)
+        logits = ops.transpose(logits, (2, 3, 0, 1))  # (batch, heads, length, K)
         weights = self._masked_softmax(logits, _slot_allowed(indices, valid, mask), mask, training)
-        # (batch, length, K, heads, 1)
-        slot_weights = ops.transpose(weights, (0, 2, 3, 1))[..., None]
-        context = ops.sum(slot_weights * gathered_values, axis=2)  # (batch, length, heads, v_dim)
-        return context, weights
+        slot_weights = ops.transpose(weights, (2, 3, 0, 1))[..., None]  # (length, K, b, heads, 1)
+        context = ops.sum(slot_weights * gathered_values, axis=1)  # (length, batch, heads, v_dim)
+        return ops.transpose(context, (1, 0, 2, 3)), weights
 
     def _masked_softmax(self, logits, allowed, mask, training):
         logits = ops.cast(logits, "float32")
@@ -956,6 +956,19 @@ class _Slots:
         return ops.take(weights, self._slot_tensor[n], axis=-1)[..., None]
 
 
+def _gather_positions(x, indices):
+    """`x[:, indices]` as `(*indices.shape, batch, heads, dim)`, rows of a 2-D table.
+
+    A row lookup (`take` on axis 0 of a matrix) is one `Gather` in every
+    export; torch's `take` on another axis exports to ONNX a `Squeeze` that
+    ONNX Runtime rejects.
+    """
+    positions = ops.transpose(x, (1, 0, 2, 3))  # (length, batch, heads, dim)
+    table = ops.reshape(positions, (ops.shape(x)[1], -1))  # (length, batch * heads * dim)
+    rows = ops.take(table, ops.reshape(indices, (-1,)), axis=0)  # (length * K, batch * heads * dim)
+    return ops.reshape(rows, (*ops.shape(indices), *ops.shape(positions)[1:]))
+
+
 def _padded(x, before, after):
     """`x` with `before` and `after` zero steps around axis 1."""
     parts = [x]
@@ -1001,7 +1014,10 @@ def _dots(a, b, offsets):
 
         def step(n, logits):
             view = _window(padded, back - slots.shift(n), b)  # b[:, i - offset]
-            dots = ops.sum(a * view, axis=-1, keepdims=True)  # (batch, length, heads, 1)
+            # The sum over `dim` as a product with ones: written as a sum, JAX's
+            # XLA CPU hands it to a reduce fusion that made the step 3-6x slower.
+            summed = ops.ones((a.shape[-1], 1), a.dtype)  # (dim, 1)
+            dots = ops.matmul(a * view, summed)  # (batch, length, heads, 1)
             return ops.where(slot_ids == slots.slot(n), dots, logits)
 
         return step
@@ -1033,7 +1049,8 @@ def _scatter(weights, a):
 
         def step(n, total):
             shift = slots.shift(n)
-            slot_weights = slots.weights(_window(padded_weights, shift, weights), n)
+            column = slots.weights(padded_weights, n)  # (batch, length + reach, heads, 1)
+            slot_weights = _window(column, shift, weights[..., :1])  # (batch, length, heads, 1)
             return total + slot_weights * _window(padded, shift, a)  # (weights_j * a)[:, i + o_j]
 
         return step
