@@ -15,7 +15,9 @@ interleaved rounds (medians):
 
 Ratios are taken against the named baseline of the same row: `causal /
 logsparse` (above 1: LogSparse is faster) and `causal / sdpa` (the core's
-dense causal step over torch's fused kernel). Batch 1, 4 heads of 16.
+dense causal step over torch's fused kernel); `jax_over_tensorflow` is
+LogSparse's JAX time over its TF+XLA time at each length (two processes
+run one after the other, so a ratio across them, not within one run). Batch 1, 4 heads of 16.
 `--smoke` runs tiny sizes in seconds (the tests run it that way). The rows
 go to `--output` as JSON.
 
@@ -154,7 +156,22 @@ def main():
 
     rows = [row for backend in args.backends for row in run_backend(backend, args)]
     settings = {"lengths": args.lengths, "rounds": args.rounds, "heads": 4, "head_dim": 16}
-    write_benchmark(args.output, {"settings": settings, "rows": rows}, started_at=started_at)
+    results = {"settings": settings, "rows": rows, "jax_over_tensorflow": jax_over_tensorflow(rows)}
+    write_benchmark(args.output, results, started_at=started_at)
+
+
+def jax_over_tensorflow(rows):
+    """Per length, JAX's LogSparse time over TF+XLA's (each in its own process)."""
+    seconds = {
+        (row["backend"], row["length"]): row["seconds"]["logsparse"]
+        for row in rows
+        if "seconds" in row
+    }
+    return [
+        {"length": length, "ratio": seconds[("jax", length)] / seconds[("tensorflow", length)]}
+        for backend, length in seconds
+        if backend == "jax" and ("tensorflow", length) in seconds
+    ]
 
 
 if __name__ == "__main__":

@@ -647,6 +647,13 @@ def attention_speed(row):
     ]
 
 
+def attention_speed_jax_over_tensorflow(results):
+    """LogSparse's JAX step time over TF+XLA's, per length."""
+    data = results("benchmarks/attention_speed")["results"]
+    rows = [[f"{row['length']:,}", f"{row['ratio']:.2f}"] for row in data["jax_over_tensorflow"]]
+    return markdown_table(["L", "JAX / TF+XLA (LogSparse)"], rows)
+
+
 @_benchmark_rows("bsarec_training", ["model", "way", "XLA", "sequences/s"])
 def bsarec_training_benchmark(row):
     """Training sequences/s per model: the former way and `fit_recommender`, XLA on and off."""
@@ -966,6 +973,7 @@ TABLES = {
     "t2t-vit-benchmark": t2t_benchmark,
     "attention-core-benchmark": attention_core_benchmark,
     "attention-speed": attention_speed,
+    "attention-speed-jax-over-tensorflow": attention_speed_jax_over_tensorflow,
     "bsarec-training-benchmark": bsarec_training_benchmark,
     "logsparse-benchmark-jax": logsparse_benchmark("jax"),
     "logsparse-benchmark-tensorflow": logsparse_benchmark("tensorflow"),
