@@ -14,7 +14,7 @@ from keras_attn.losses import SampledBinaryCrossentropy
 from keras_attn.recommendation.data import PADDING_ITEM, LeaveOneOutSplit
 from keras_attn.recommendation.evaluation import RankingEarlyStopping
 from keras_attn.utils.results import write_atomically
-from keras_attn.utils.training import build_optimizer
+from keras_attn.utils.training import build_optimizer, ordered_batches
 
 # "softmax": cross-entropy over all items (BSARec's official training);
 # "bce": binary cross-entropy on the target and one sampled negative item
@@ -179,12 +179,9 @@ def fit_recommender(
         epoch, start = progress["epoch"], time.perf_counter()
         inputs, targets = epoch_samples(split, epoch, seed, loss, num_items)
         history = model.fit(
-            inputs,
-            targets,
-            batch_size=batch_size,
+            **ordered_batches(inputs, targets, batch_size),
             epochs=epoch + 1,
             initial_epoch=epoch,
-            shuffle=False,
             callbacks=list(callbacks),
             verbose=0,
         )

@@ -12,6 +12,7 @@ from keras_attn.recommendation import (
 from keras_attn.recommendation.training import compile_recommender
 from keras_attn.testing.arrays import to_numpy
 from keras_attn.utils.results import write_atomically
+from keras_attn.utils.training import ordered_batches
 
 NUM_ITEMS = 9
 SEQUENCES = [
@@ -122,7 +123,7 @@ class _StepLosses(keras.callbacks.Callback):
         self.losses[batch] = float(logs["loss"])
 
 
-def _first_steps(builder, jit_compile, steps_per_execution, steps=30, batch_size=8):
+def _first_steps(builder, jit_compile, steps_per_execution, steps=30, batch_size=8, as_arrays=True):
     rng = np.random.default_rng(0)
     inputs = rng.integers(0, NUM_ITEMS + 1, (steps * batch_size, 6)).astype("int32")
     targets = rng.integers(1, NUM_ITEMS + 1, steps * batch_size).astype("int32")
@@ -130,8 +131,32 @@ def _first_steps(builder, jit_compile, steps_per_execution, steps=30, batch_size
     model = builder(NUM_ITEMS, max_sequence_length=6, hidden_dim=8, num_layers=2, seed=0)
     compile_recommender(model, "softmax", 1e-3, jit_compile, steps_per_execution)
     record = _StepLosses()
-    model.fit(inputs, targets, batch_size=batch_size, shuffle=False, callbacks=[record], verbose=0)
+    if as_arrays:
+        batches = {"x": inputs, "y": targets, "batch_size": batch_size, "shuffle": False}
+    else:
+        batches = ordered_batches(inputs, targets, batch_size)
+    model.fit(**batches, callbacks=[record], verbose=0)
     return record.losses, [to_numpy(w) for w in model.weights]
+
+
+def test_ordered_batches_take_the_same_first_30_steps_as_arrays():
+    arrays, arrays_weights = _first_steps(build_sasrec, False, steps_per_execution=1)
+    ordered, ordered_weights = _first_steps(build_sasrec, False, 1, as_arrays=False)
+    assert sorted(ordered) == list(range(30))
+    for step, loss in ordered.items():
+        np.testing.assert_allclose(loss, arrays[step], rtol=0, atol=1e-6)
+    for got, expected in zip(ordered_weights, arrays_weights, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+
+
+def test_tensorflow_batches_do_not_autotune():
+    """Keras' own pipeline from arrays autotunes, and each `fit` then waits ~20 s at its end."""
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("A tf.data pipeline only on TensorFlow.")
+    x, y = np.zeros((10, 3), "int32"), np.ones((10,), "int32")
+    dataset = ordered_batches(x, y, 4)["x"]
+    assert dataset.options().autotune.enabled is False
+    assert [len(batch) for batch, _ in dataset.as_numpy_iterator()] == [4, 4, 2]
 
 
 # Each model at the reproduction's XLA choice: XLA draws other dropout masks, so it
