@@ -11,7 +11,7 @@ import pytest
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="One backend is enough.")
 def test_small_run_times_the_former_and_the_new_way(tmp_path, load_benchmark):
     benchmark = load_benchmark("bsarec_training")
-    options = ["--steps", "2", "--batch-size", "8", "--max-length", "6"]
+    options = ["--steps", "2", "--batch-size", "8", "--max-sequence-length", "6"]
     benchmark.main([*options, "--steps-per-execution", "2", "--out", str(tmp_path)])
     data = json.loads((tmp_path / "bsarec_training.json").read_text())
     assert data["meta"]["setting"] == "benchmark"
