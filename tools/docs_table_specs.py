@@ -458,6 +458,39 @@ def adavit(data):
     return markdown_table(header, rows)
 
 
+# The AdaViT ablation's runs: `results/adavit-ablation/NAME.json`, one official
+# option set to the former behaviour (or none).
+ADAVIT_ABLATION = {
+    "none": "official defaults",
+    "gate_first_block": "first block ungated (`gate_first_block=False`)",
+    "head_gates_mlp_input": "off heads keep their MLP inputs (`head_gates_mlp_input=False`)",
+    "gated_drop_path": "drop path in gated blocks (`gated_drop_path=True`)",
+}
+
+
+def adavit_ablation(results):
+    """Per run of the ablation: the full ViT and, per γ, the learned and random accuracy."""
+    present = set(results.stems())
+    rows = []
+    for name, label in ADAVIT_ABLATION.items():
+        if f"adavit-ablation/{name}" not in present:
+            continue
+        summary = results(f"adavit-ablation/{name}")["summary"]
+        cells = [label, _mean_std(summary["full"]["accuracy"], digits=3)]
+        for entry in summary["adavit"]:
+            learned, random = entry["learned"], entry["random"]
+            cells.append(
+                f"{_mean_std(learned['accuracy'], digits=3)} ({_usage(learned['usage'])})"
+            )
+            cells.append(_mean_std(random["accuracy"], digits=3))
+        rows.append(cells)
+    gammas = [e["gamma"] for e in results("adavit-ablation/none")["summary"]["adavit"]]
+    header = ["AdaViT options", "full ViT"]
+    for gamma in gammas:
+        header += [f"γ={gamma} learned (usage)", f"γ={gamma} random"]
+    return markdown_table(header, rows)
+
+
 TOPIC_CONFIGURATIONS = {"joint": "joint (all trained)", "official": "official (frozen)"}
 
 
@@ -967,6 +1000,7 @@ TABLES = {
         adavit("adavit-full"),
     ),
     "adavit-full-paired": adavit_paired("adavit-full"),
+    "adavit-ablation": adavit_ablation,
     "adavit-benchmark": pending_until(
         "benchmarks/adavit", "python benchmarks/adavit.py", adavit_benchmark
     ),
