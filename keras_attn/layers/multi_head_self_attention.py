@@ -44,6 +44,9 @@ MASKED_LOGIT = -1e9
 BLOCKWISE_MIN_LENGTH = 1024
 BLOCKWISE_BLOCK_SIZE = 512
 BLOCKWISE_MAX_BLOCKS = 16
+# Keys per step of a query block's loop: its logits, (block, 128) per head,
+# stay in cache (benchmarks/attention_speed.py).
+BLOCKWISE_KEY_BLOCK_SIZE = 128
 # From this length, torch computes a pattern of fixed offsets from shifted
 # views rather than gathered keys. See `MultiHeadSelfAttention.shifted_sparse_keys`.
 TORCH_SHIFTED_MIN_LENGTH = 1024
@@ -586,6 +589,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     # int runs it from that length on every backend.
     blockwise_min_length: int | None = None
     blockwise_block_size: int = BLOCKWISE_BLOCK_SIZE
+    blockwise_key_block_size: int = BLOCKWISE_KEY_BLOCK_SIZE
 
     def _runs_blockwise(self, length, mask, attention_mask, training, scores):
         """Whether the dense step runs block by block (`_blockwise_attention`)."""
@@ -604,9 +608,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         Each block of `blockwise_block_size` queries (more when the length
         exceeds `BLOCKWISE_MAX_BLOCKS` such blocks) attends to the keys it
         may see (under `"causal"`, those up to its last query: fully masked
-        blocks are never computed) with an exact softmax; the gradient
-        recomputes each block's weights from the saved log-sum-exp, so
-        neither pass holds more than a `(block, length)` slice of the
+        blocks are never computed) in a loop over blocks of
+        `blockwise_key_block_size` keys with an online softmax; the gradient
+        recomputes each step's weights from the saved log-sum-exp, so
+        neither pass holds more than a `(block, key_block)` slice of the
         weights per head. Padding masks, `attention_mask`, `additive_mask`,
         active dropout and attention scores take the other paths.
         """
@@ -616,7 +621,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             scale *= math.log(length)  # no mask: every position counts
         causal = self.attention_pattern == "causal"
         block = max(self.blockwise_block_size, -(-length // BLOCKWISE_MAX_BLOCKS))
-        return _blockwise(query, key, value, scale, causal, block)
+        key_block = self.blockwise_key_block_size
+        return _blockwise(query, key, value, scale, causal, block, key_block)
 
     def _dense_attention(self, query, key, value, mask, attention_mask, training, scores):
         if self._runs_blockwise(ops.shape(query)[1], mask, attention_mask, training, scores):
@@ -1113,18 +1119,57 @@ def _query_blocks(length, block, causal):
         yield start, end, end if causal else length
 
 
-def _block_logits(query, key, start, end, scale, causal):
-    """Scaled float32 logits `(batch, heads, end - start, keys)`, the future masked."""
-    logits = ops.einsum("bqhd,bkhd->bhqk", query[:, start:end], key) * scale
-    if not causal:
-        return logits
-    rows = ops.arange(start, end)[:, None]  # (block, 1)
-    return ops.where(rows >= ops.arange(0, key.shape[1])[None, :], logits, MASKED_LOGIT)
+class _KeyBlocks:
+    """Keys and values cut into blocks of `size`, for loops that read one block at a time.
+
+    Keys and values are zero-padded to a whole number of blocks; the
+    padding, like the future under `"causal"`, is masked out of every
+    block's logits.
+    """
+
+    def __init__(self, key, value, size, scale, causal):
+        self.length, self.size, self.scale, self.causal = key.shape[1], size, scale, causal
+        tail = -self.length % size
+        self.key = _padded(key, 0, tail)  # (batch, blocks * size, heads, key_dim)
+        self.value = _padded(value, 0, tail)  # (batch, blocks * size, heads, value_dim)
+
+    def count(self, keys):
+        """The number of blocks that hold keys `[0, keys)`."""
+        return -(-keys // self.size)
+
+    def start(self, n):
+        return n * self.size
+
+    def keys(self, n):
+        return _key_block(self.key, self.start(n), self.size)  # (batch, size, heads, key_dim)
+
+    def values(self, n):
+        return _key_block(self.value, self.start(n), self.size)  # (batch, size, heads, v_dim)
+
+    def logits(self, query_block, start, n):
+        """Scaled float32 logits of queries `start...` on block `n`, `(batch, heads, q, size)`."""
+        logits = ops.einsum("bqhd,bkhd->bhqk", query_block, self.keys(n)) * self.scale
+        rows = ops.arange(start, start + query_block.shape[1])[:, None]  # (q, 1)
+        columns = ops.arange(0, self.size)[None, :] + self.start(n)  # (1, size)
+        allowed = columns < self.length
+        if self.causal:
+            allowed = allowed & (rows >= columns)
+        return ops.where(allowed, logits, MASKED_LOGIT)
 
 
-def _blockwise(query, key, value, scale, causal, block):
+def _key_block(x, start, size):
+    """`x[:, start : start + size]`, `start` a Python int (a loop on torch) or a tensor."""
+    if isinstance(start, int):
+        return x[:, start : start + size]
+    return ops.slice(x, (0, start, 0, 0), (ops.shape(x)[0], size, *x.shape[2:]))
+
+
+def _blockwise(query, key, value, scale, causal, block, key_block):
     """`softmax(scale * Q K^T) V` per head, block by block, with a recomputing gradient.
 
+    Each block of `block` queries loops over the blocks of `key_block` keys
+    it may see with an online softmax (a running maximum, sum and output),
+    so a step holds one `(block, key_block)` slice of the logits per head.
     Computed in float32 and returned in `value`'s dtype (the gradients in
     their inputs' dtypes).
     """
@@ -1133,32 +1178,19 @@ def _blockwise(query, key, value, scale, causal, block):
     @ops.custom_gradient
     def attend(query, key, value):
         query, key, value = (ops.cast(x, "float32") for x in (query, key, value))
-        length = query.shape[1]
+        blocks = _KeyBlocks(key, value, key_block, scale, causal)
         outputs, log_sums = [], []
-        for start, end, keys in _query_blocks(length, block, causal):
-            logits = _block_logits(query, key[:, :keys], start, end, scale, causal)
-            peak = ops.max(logits, axis=-1, keepdims=True)  # (batch, heads, block, 1)
-            weights = ops.exp(logits - peak)
-            total = ops.sum(weights, axis=-1, keepdims=True)
-            block_output = ops.einsum("bhqk,bkhd->bqhd", weights, value[:, :keys])
-            # (batch, block, heads, value_dim)
-            outputs.append(block_output / ops.transpose(total, (0, 2, 1, 3)))
-            log_sums.append(peak + ops.log(total))
+        for start, end, keys in _query_blocks(query.shape[1], block, causal):
+            output, log_sum = _attend_block(query[:, start:end], start, blocks, keys)
+            outputs.append(output)
+            log_sums.append(log_sum)
         output = ops.concatenate(outputs, axis=1)  # (batch, length, heads, value_dim)
         log_sum = ops.concatenate(log_sums, axis=2)  # (batch, heads, length, 1)
 
         def grad(*args, upstream=None):
             upstream = args[0] if upstream is None else upstream
             grads = _blockwise_grads(
-                query,
-                key,
-                value,
-                output,
-                log_sum,
-                ops.cast(upstream, "float32"),
-                scale,
-                causal,
-                block,
+                query, blocks, output, log_sum, ops.cast(upstream, "float32"), block
             )
             return tuple(ops.cast(g, dtype) for g, dtype in zip(grads, dtypes, strict=True))
 
@@ -1167,25 +1199,77 @@ def _blockwise(query, key, value, scale, causal, block):
     return attend(query, key, value)
 
 
-def _blockwise_grads(query, key, value, output, log_sum, upstream, scale, causal, block):
+def _attend_block(query_block, start, blocks, keys):
+    """One block of queries over the key blocks holding keys `[0, keys)`, online softmax.
+
+    Returns its output `(batch, q, heads, value_dim)` and its log-sum-exp
+    `(batch, heads, q, 1)`.
+    """
+
+    def step(n, carry):
+        peak, total, output = carry
+        logits = blocks.logits(query_block, start, n)  # (batch, heads, q, size)
+        new_peak = ops.maximum(peak, ops.max(logits, axis=-1, keepdims=True))
+        weights = ops.exp(logits - new_peak)
+        decay = ops.exp(peak - new_peak)  # (batch, heads, q, 1)
+        total = total * decay + ops.sum(weights, axis=-1, keepdims=True)
+        update = ops.einsum("bhqk,bkhd->bqhd", weights, blocks.values(n))  # (batch, q, heads, v)
+        return new_peak, total, output * ops.transpose(decay, (0, 2, 1, 3)) + update
+
+    batch, rows, heads = ops.shape(query_block)[0], query_block.shape[1], query_block.shape[2]
+    initial = (
+        ops.full((batch, heads, rows, 1), MASKED_LOGIT, "float32"),
+        ops.zeros((batch, heads, rows, 1), "float32"),
+        ops.zeros((batch, rows, heads, blocks.value.shape[-1]), "float32"),
+    )
+    peak, total, output = ops.fori_loop(0, blocks.count(keys), step, initial)
+    return output / ops.transpose(total, (0, 2, 1, 3)), peak + ops.log(total)
+
+
+def _blockwise_grads(query, blocks, output, log_sum, upstream, block):
     """Gradients of `_blockwise` in query, key and value, each block's weights recomputed."""
     length = query.shape[1]
     # (batch, heads, length, 1): sum_d dO * O, the softmax's correction term.
     correction = ops.expand_dims(ops.transpose(ops.sum(upstream * output, axis=-1), (0, 2, 1)), -1)
     query_grads = []
-    key_grad, value_grad = ops.zeros_like(key), ops.zeros_like(value)
-    for start, end, keys in _query_blocks(length, block, causal):
-        weights = ops.exp(
-            _block_logits(query, key[:, :keys], start, end, scale, causal)
-            - log_sum[:, :, start:end]
-        )  # (batch, heads, block, keys)
-        block_upstream = upstream[:, start:end]  # (batch, block, heads, value_dim)
-        weight_grads = ops.einsum("bqhd,bkhd->bhqk", block_upstream, value[:, :keys])
-        logit_grads = weights * (weight_grads - correction[:, :, start:end]) * scale
-        query_grads.append(ops.einsum("bhqk,bkhd->bqhd", logit_grads, key[:, :keys]))
-        tail = ((0, 0), (0, length - keys), (0, 0), (0, 0))
-        key_part = ops.einsum("bhqk,bqhd->bkhd", logit_grads, query[:, start:end])
-        key_grad = key_grad + ops.pad(key_part, tail)
-        value_part = ops.einsum("bhqk,bqhd->bkhd", weights, block_upstream)
-        value_grad = value_grad + ops.pad(value_part, tail)
-    return ops.concatenate(query_grads, axis=1), key_grad, value_grad
+    key_grad, value_grad = ops.zeros_like(blocks.key), ops.zeros_like(blocks.value)
+    for start, end, keys in _query_blocks(length, block, blocks.causal):
+        rows = slice(start, end)
+        step = _gradient_step(
+            query[:, rows],
+            upstream[:, rows],
+            log_sum[:, :, rows],
+            correction[:, :, rows],
+            start,
+            blocks,
+        )
+        initial = (ops.zeros_like(query[:, rows]), key_grad, value_grad)
+        query_grad, key_grad, value_grad = ops.fori_loop(0, blocks.count(keys), step, initial)
+        query_grads.append(query_grad)
+    unpadded = slice(0, blocks.length)
+    return ops.concatenate(query_grads, axis=1), key_grad[:, unpadded], value_grad[:, unpadded]
+
+
+def _gradient_step(query_block, upstream_block, log_sum, correction, start, blocks):
+    """The loop step over key blocks of one query block's gradients."""
+
+    def step(n, carry):
+        query_grad, key_grad, value_grad = carry
+        weights = ops.exp(blocks.logits(query_block, start, n) - log_sum)  # (batch, heads, q, k)
+        weight_grads = ops.einsum("bqhd,bkhd->bhqk", upstream_block, blocks.values(n))
+        logit_grads = weights * (weight_grads - correction) * blocks.scale
+        query_grad = query_grad + ops.einsum("bhqk,bkhd->bqhd", logit_grads, blocks.keys(n))
+        key_part = ops.einsum("bhqk,bqhd->bkhd", logit_grads, query_block)  # (batch, k, heads, d)
+        value_part = ops.einsum("bhqk,bqhd->bkhd", weights, upstream_block)  # (batch, k, heads, v)
+        key_grad = _add_to_block(key_grad, blocks, n, key_part)
+        value_grad = _add_to_block(value_grad, blocks, n, value_part)
+        return query_grad, key_grad, value_grad
+
+    return step
+
+
+def _add_to_block(total, blocks, n, part):
+    """`total` with `part` added to key block `n` (in place under XLA)."""
+    start = blocks.start(n)
+    current = _key_block(total, start, blocks.size)
+    return ops.slice_update(total, (0, start, 0, 0), current + part)

@@ -12,10 +12,11 @@ pytestmark = pytest.mark.backend_agnostic
 
 
 def _pair(pattern, logit_scale="none", x=None):
-    """A layer forced onto the blockwise path (blocks of 4) and one on the explicit path."""
+    """A layer on the blockwise path (blocks of 4 queries, 3 keys) and one on the explicit path."""
     blockwise = MultiHeadSelfAttention(2, 4, attention_pattern=pattern, logit_scale=logit_scale)
     blockwise.blockwise_min_length = 8
     blockwise.blockwise_block_size = 4
+    blockwise.blockwise_key_block_size = 3
     explicit = MultiHeadSelfAttention(2, 4, attention_pattern=pattern, logit_scale=logit_scale)
     explicit._can_fuse = lambda *args: False  # the masked float32 softmax path
     blockwise(x)
@@ -26,7 +27,7 @@ def _pair(pattern, logit_scale="none", x=None):
 
 @pytest.mark.parametrize(("pattern", "logit_scale"), [("causal", "log_length"), ("dense", "none")])
 def test_blockwise_path_equals_the_explicit_path_with_gradients(pattern, logit_scale):
-    # 11 positions in blocks of 4: the last block is shorter.
+    # 11 positions in blocks of 4 queries and 3 keys: the last ones are shorter.
     x = np.random.default_rng(0).normal(size=(2, 11, 8)).astype("float32")
     blockwise, explicit = _pair(pattern, logit_scale, x)
     output, grads = output_and_gradients(blockwise, x)
@@ -66,4 +67,6 @@ def test_blockwise_training_step_holds_no_length_by_length_tensor():
 
     hlo = step.experimental_get_compiler_ir(x)(stage="hlo")
     assert f"{length},{length}" not in hlo
-    assert f"{layer.blockwise_block_size},{length}" in hlo  # the last block of queries
+    assert f"{layer.blockwise_block_size},{length}" not in hlo  # no block sees every key at once
+    # the logits of one step: a block of queries on a block of keys
+    assert f"{layer.blockwise_block_size},{layer.blockwise_key_block_size}" in hlo
