@@ -14,7 +14,9 @@ from tools.docs_tables import Results
 def test_torch_is_refused_before_any_work(tmp_path):
     if keras.backend.backend() != "torch":
         pytest.skip("Only torch lacks XLA inference.")
-    args = argparse.Namespace(out=str(tmp_path), full=False, gammas=[0.3], seeds=None)
+    args = argparse.Namespace(
+        out=str(tmp_path), full=False, gammas=[0.3], seeds=None, former_behaviour=[]
+    )
     with pytest.raises(ValueError, match="tensorflow or jax. Received: backend='torch'"):
         adavit.run(args)
     assert not any(tmp_path.iterdir())
@@ -23,7 +25,13 @@ def test_torch_is_refused_before_any_work(tmp_path):
 @pytest.mark.slow
 def test_reproduction_writes_consistent_results(tmp_path):
     assert available()["adavit"] is adavit
-    args = argparse.Namespace(out=str(tmp_path), full=False, gammas=[0.3, 0.7], seeds=None)
+    args = argparse.Namespace(
+        out=str(tmp_path),
+        full=False,
+        gammas=[0.3, 0.7],
+        seeds=None,
+        former_behaviour=["gate_first_block"],
+    )
     outcome = adavit.run(args)
     assert outcome["setting"] == "small"
     paths = outcome["paths"]
@@ -31,6 +39,7 @@ def test_reproduction_writes_consistent_results(tmp_path):
     assert paths["png"].stat().st_size > 0
     seeds = adavit.SETTINGS["small"]["seeds"]
     assert results["setting"]["seeds"] == seeds >= 2
+    assert results["adavit_options"] == {"gate_first_block": False}
     runs = results["runs"]
     assert [run["seed"] for run in runs] == list(range(seeds))
     for run in runs:
@@ -58,6 +67,12 @@ def test_reproduction_writes_consistent_results(tmp_path):
     (tmp_path / "adavit-full.json").write_text(paths["json"].read_text())
     rows = TABLES["adavit-full"](Results(tmp_path)).splitlines()[2:]
     assert len(rows) == 1 + 2 * 2 and rows[1].startswith("| AdaViT γ=0.3, learned policy |")
+    # The ablation's table reads one such file per option.
+    (tmp_path / "adavit-ablation").mkdir()
+    (tmp_path / "adavit-ablation" / "none.json").write_text(paths["json"].read_text())
+    rows = TABLES["adavit-ablation"](Results(tmp_path)).splitlines()
+    assert rows[0].startswith("| AdaViT options | full ViT | γ=0.3 learned (usage) |")
+    assert len(rows) == 3 and rows[2].startswith("| official defaults |")
 
 
 def test_full_setting_matches_the_documented_protocol():
