@@ -269,4 +269,4 @@ def ordered_batches(x: Tensor, y: Tensor, batch_size: int) -> dict[str, Any]:
     options = tf.data.Options()
     options.autotune.enabled = False
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size)
-    return {"x": dataset.with_options(options)}
+    return {"x": dataset.with_options(options), "shuffle": False}

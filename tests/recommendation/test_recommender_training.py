@@ -154,7 +154,9 @@ def test_tensorflow_batches_do_not_autotune():
     if keras.backend.backend() != "tensorflow":
         pytest.skip("A tf.data pipeline only on TensorFlow.")
     x, y = np.zeros((10, 3), "int32"), np.ones((10,), "int32")
-    dataset = ordered_batches(x, y, 4)["x"]
+    batches = ordered_batches(x, y, 4)
+    assert batches["shuffle"] is False  # Keras warns when a dataset is told to shuffle
+    dataset = batches["x"]
     assert dataset.options().autotune.enabled is False
     assert [len(batch) for batch, _ in dataset.as_numpy_iterator()] == [4, 4, 2]
 
