@@ -87,9 +87,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             offsets (`static_offsets`, such as LogSparse and causal windows)
             is computed, on JAX and TensorFlow, from shifted views of the
             keys and values, one logit per offset, with no per-slot copy of
-            them in the forward or the backward pass; other patterns, and
-            every pattern on torch, have their keys gathered (`O(L K)` keys
-            and values: a few large kernels instead of a loop). Without
+            them in the forward or the backward pass (on torch from 1,024
+            positions); other patterns, and shorter sequences on torch,
+            have their keys gathered (`O(L K)` keys and values: a few large
+            kernels instead of a loop). Without
             attention scores and active dropout (and with
             `value_dim == key_dim`), the dense patterns run through
             `keras.ops.dot_product_attention`, which reaches fused (flash,
@@ -985,11 +986,11 @@ def _padded(x, before, after):
     return ops.concatenate(parts, axis=1) if len(parts) > 1 else x
 
 
-def _window(padded, start, like):
-    """`padded[:, start : start + length]`, shaped like `like`."""
-    if isinstance(start, int):  # a Python loop (torch): a view, without op dispatch
-        return padded[:, start : start + like.shape[1]]
-    return ops.slice(padded, (0, start, 0, 0), ops.shape(like))
+def _window(padded, start, length):
+    """`padded[:, start : start + length]`, `start` a Python int (a loop on torch) or a tensor."""
+    if isinstance(start, int):  # a view, without op dispatch
+        return padded[:, start : start + length]
+    return ops.slice(padded, (0, start, 0, 0), (ops.shape(padded)[0], length, *padded.shape[2:]))
 
 
 # The sums over offsets below run as loops (one shifted view alive at a
@@ -1019,7 +1020,7 @@ def _dots(a, b, offsets):
         slot_ids = ops.arange(0, len(offsets), dtype="int32")  # (K,)
 
         def step(n, logits):
-            view = _window(padded, back - slots.shift(n), b)  # b[:, i - offset]
+            view = _window(padded, back - slots.shift(n), b.shape[1])  # b[:, i - offset]
             # The sum over `dim` as a product with ones: written as a sum, JAX's
             # XLA CPU hands it to a reduce fusion that made the step 3-6x slower.
             summed = ops.ones((a.shape[-1], 1), a.dtype)  # (dim, 1)
@@ -1039,7 +1040,8 @@ def _mix(weights, b):
         padded = _padded(b, back, 0)  # (batch, back + length, heads, dim)
 
         def step(n, total):
-            return total + slots.weights(weights, n) * _window(padded, back - slots.shift(n), b)
+            view = _window(padded, back - slots.shift(n), b.shape[1])  # b[:, i - offset]
+            return total + slots.weights(weights, n) * view
 
         return step
 
@@ -1056,8 +1058,9 @@ def _scatter(weights, a):
         def step(n, total):
             shift = slots.shift(n)
             column = slots.weights(padded_weights, n)  # (batch, length + reach, heads, 1)
-            slot_weights = _window(column, shift, weights[..., :1])  # (batch, length, heads, 1)
-            return total + slot_weights * _window(padded, shift, a)  # (weights_j * a)[:, i + o_j]
+            slot_weights = _window(column, shift, a.shape[1])  # (batch, length, heads, 1)
+            view = _window(padded, shift, a.shape[1])  # a[:, i + offset]
+            return total + slot_weights * view  # (weights_j * a)[:, i + o_j]
 
         return step
 
@@ -1141,10 +1144,10 @@ class _KeyBlocks:
         return n * self.size
 
     def keys(self, n):
-        return _key_block(self.key, self.start(n), self.size)  # (batch, size, heads, key_dim)
+        return _window(self.key, self.start(n), self.size)  # (batch, size, heads, key_dim)
 
     def values(self, n):
-        return _key_block(self.value, self.start(n), self.size)  # (batch, size, heads, v_dim)
+        return _window(self.value, self.start(n), self.size)  # (batch, size, heads, v_dim)
 
     def logits(self, query_block, start, n):
         """Scaled float32 logits of queries `start...` on block `n`, `(batch, heads, q, size)`."""
@@ -1155,13 +1158,6 @@ class _KeyBlocks:
         if self.causal:
             allowed = allowed & (rows >= columns)
         return ops.where(allowed, logits, MASKED_LOGIT)
-
-
-def _key_block(x, start, size):
-    """`x[:, start : start + size]`, `start` a Python int (a loop on torch) or a tensor."""
-    if isinstance(start, int):
-        return x[:, start : start + size]
-    return ops.slice(x, (0, start, 0, 0), (ops.shape(x)[0], size, *x.shape[2:]))
 
 
 def _blockwise(query, key, value, scale, causal, block, key_block):
@@ -1271,5 +1267,5 @@ def _gradient_step(query_block, upstream_block, log_sum, correction, start, bloc
 def _add_to_block(total, blocks, n, part):
     """`total` with `part` added to key block `n` (in place under XLA)."""
     start = blocks.start(n)
-    current = _key_block(total, start, blocks.size)
+    current = _window(total, start, blocks.size)
     return ops.slice_update(total, (0, start, 0, 0), current + part)
