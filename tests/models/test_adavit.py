@@ -195,6 +195,28 @@ def test_fast_path_lowers_to_xla_with_conditionals(shared):
     assert "conditional" in hlo and "while" in hlo
 
 
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TF graph")
+def test_no_conditional_reads_the_graph_above_an_earlier_one(shared):
+    # TF's XLA bridge interprets the graph above each conditional's operands,
+    # up to the next loop, to look for constants: a conditional whose
+    # operands reach an earlier one made compilation minutes long at DeiT-S size.
+    import tensorflow as tf
+
+    fast = _fast(shared[0])  # its own compiled function: one group of 4
+    function = fast.compiled_function().compiled
+    graph = function.get_concrete_function(tf.TensorSpec((4, 8, 8))).graph
+    switches = [op for op in graph.get_operations() if op.type in ("Case", "StatelessCase")]
+    assert len(switches) == 2 * 3  # attention and MLP of the three gated blocks
+    for switch in switches:
+        seen, pending = set(), [t.op for t in switch.inputs if t.dtype != tf.resource]
+        while pending:
+            op = pending.pop()
+            assert op.type not in ("Case", "StatelessCase"), (switch.name, op.name)
+            if op.name not in seen and op.type not in ("While", "StatelessWhile"):
+                seen.add(op.name)
+                pending.extend(t.op for t in op.inputs)
+
+
 def test_fast_path_saved_model_round_trip(tmp_path, shared):
     if keras.backend.backend() not in ("tensorflow", "jax"):
         pytest.skip("SavedModel export runs on the TensorFlow and JAX backends.")
