@@ -72,7 +72,11 @@ class AdaViTFastPath(keras.Model):
         token_buckets: int, number of token capacities, spread evenly up to
             all tokens.
         head_buckets: int, number of head capacities, spread evenly up to
-            all heads; defaults to one per head count up to 4.
+            all heads; defaults to one per head count up to 4. The branches
+            of the largest capacity compute every head and zero the off
+            ones, without gathering the kernels, so `head_buckets=1` never
+            gathers: on CPU at 70% of the heads kept, the faster choice
+            (fewer branches to compile, too).
         group_size: int, examples per group.
         **kwargs: base model arguments, such as `name`.
 
@@ -191,7 +195,10 @@ class AdaViTFastPath(keras.Model):
         branches = [_unchanged]
         for capacity in self.token_capacities:
             for head_capacity in self.head_capacities:
-                branches.append(_attention_branch(block, capacity, head_capacity))
+                every_head = head_capacity == self.model.num_heads
+                branches.append(
+                    _attention_branch(block, capacity, None if every_head else head_capacity)
+                )
         return branches
 
     def _mlp_branches(self, block):
@@ -444,15 +451,19 @@ def _scatter_tokens(x, indices, values):
 
 
 def _attention_branch(block, capacity, head_capacity):
+    """The branch of `capacity` tokens and `head_capacity` heads, `None`: every head."""
+
     def branch(x, tokens, heads, on):
         indices, validity, gathered = _gather_tokens(x, tokens, capacity)
-        head_indices, head_validity = _largest(heads, head_capacity)  # (g, h) each
+        subset = {"head_mask": heads}  # every head computed, the off ones zeroed
+        if head_capacity is not None:  # the kernels gathered to the kept heads
+            head_indices, head_validity = _largest(heads, head_capacity)  # (g, h) each
+            subset = {"head_mask": head_validity, "heads": head_indices}
         update = block.attention_branch(
             gathered,
             mask=validity > 0.5,  # (g, c), the gathered tokens that are kept
-            head_mask=head_validity,
-            heads=head_indices,
             drop_path=False,
+            **subset,
         )  # (g, c, dim)
         gate = (validity * on[:, None])[..., None]  # (g, c, 1)
         return _scatter_tokens(x, indices, gathered + gate * update)
