@@ -413,6 +413,61 @@ def adavit_benchmark(results):
     return markdown_table(header, rows)
 
 
+# The paper-scale runs of `benchmarks/adavit.py --paper-scale`: one file per
+# backend and fast-path configuration, in the order of the table.
+ADAVIT_PAPER_SCALE_RUNS = {
+    "adavit_paper_scale_tensorflow_every_head": ("TF + XLA", "1 (every head, masked)"),
+    "adavit_paper_scale_jax_every_head": ("JAX", "1 (every head, masked)"),
+    "adavit_paper_scale_tensorflow": ("TF + XLA", "default (kernels gathered)"),
+    "adavit_paper_scale_jax": ("JAX", "default (kernels gathered)"),
+}
+
+
+def adavit_paper_scale(results):
+    """Per backend, fast-path head buckets, backbone and batch: ratios and first-call time."""
+    header = [
+        "backend",
+        "head buckets",
+        "backbone",
+        "batch",
+        "imposed: measured (ideal, MACs)",
+        "random: measured (ideal, MACs)",
+        "first call, full / fast path (s)",
+        "≥ 1.6× (imposed)",
+    ]
+    present = set(results.stems())
+    rows = []
+    for stem, (backend, buckets) in ADAVIT_PAPER_SCALE_RUNS.items():
+        if f"benchmarks/{stem}" not in present:
+            continue
+        cases = results(f"benchmarks/{stem}")["results"]["cases"]
+        by_key = {(c["backbone"], c["batch"], c["policy"]): c for c in cases}
+        for backbone, batch in dict.fromkeys((c["backbone"], c["batch"]) for c in cases):
+            imposed, random = (by_key[backbone, batch, p] for p in ("imposed", "random"))
+            first = imposed["first_call_s"]
+            rows.append(
+                [
+                    backend,
+                    buckets,
+                    PAPER_BACKBONE_NAMES[backbone],
+                    batch,
+                    _ratios(imposed),
+                    _ratios(random),
+                    f"{first['full']:.0f} / {first['fast']:.0f}",
+                    "met" if imposed["speedup"] >= 1.6 else "**not met**",
+                ]
+            )
+    return markdown_table(header, rows)
+
+
+PAPER_BACKBONE_NAMES = {"deit_s": "DeiT-S", "t2t_vit_19": "T2T-ViT-19"}
+
+
+def _ratios(case):
+    """`measured (ideal, MACs)` full / fast-path ratios of a case."""
+    return f"**{case['speedup']:.2f}×** ({case['ideal_speedup']:.2f}×, {case['mac_ratio']:.2f}×)"
+
+
 def _usage(usage):
     return " / ".join(f"{usage[key]:.2f}" for key in ("patches", "heads", "attention", "mlp"))
 
@@ -479,9 +534,7 @@ def adavit_ablation(results):
         cells = [label, _mean_std(summary["full"]["accuracy"], digits=3)]
         for entry in summary["adavit"]:
             learned, random = entry["learned"], entry["random"]
-            cells.append(
-                f"{_mean_std(learned['accuracy'], digits=3)} ({_usage(learned['usage'])})"
-            )
+            cells.append(f"{_mean_std(learned['accuracy'], digits=3)} ({_usage(learned['usage'])})")
             cells.append(_mean_std(random["accuracy"], digits=3))
         rows.append(cells)
     gammas = [e["gamma"] for e in results("adavit-ablation/none")["summary"]["adavit"]]
@@ -1004,6 +1057,7 @@ TABLES = {
     "adavit-benchmark": pending_until(
         "benchmarks/adavit", "python benchmarks/adavit.py", adavit_benchmark
     ),
+    "adavit-paper-scale": adavit_paper_scale,
     "t2t-vit-benchmark": t2t_benchmark,
     "attention-core-benchmark": attention_core_benchmark,
     "attention-speed": attention_speed,

@@ -53,9 +53,11 @@ class AdaViTFastPath(keras.Model):
     included, are gathered to the smallest bucket capacity that holds
     them, `(group, capacity, dim)`, and for the attention the query, key,
     value and output kernels are gathered per example to its kept heads,
-    padded to the group's head-count bucket. A group whose sub-layer is off
-    everywhere takes the empty branch. The result is scattered back;
-    dropped tokens pass unchanged. Every shape is static, so the call
+    padded to the group's head-count bucket (the bucket of every head
+    gathers nothing: it computes every head and zeroes the off ones). A
+    group whose sub-layer is off everywhere takes the empty branch. The
+    result is scattered back; dropped tokens pass unchanged. Every shape
+    is static, so the call
     compiles with XLA (one conditional per group, only the chosen branch
     runs) and exports as a SavedModel. The outputs equal the masked path's
     (`AdaViT.__call__`) up to float rounding.
