@@ -36,11 +36,17 @@ written to `--output` as soon as it is measured, with the seconds of each
 predictor's first call (the fast path's includes its XLA compilation, which
 grows with the number of branches: `--token-buckets` x `--head-buckets`
 attention branches per gated block); `settings.partial` stays true until
-every case is measured, and `--resume` skips the cases already there. `--paper-scale --small` is a smoke run of tiny stand-ins.
+every case is measured, and `--resume` skips the cases already there.
+`--paper-scale --small` is a smoke run of tiny stand-ins.
 
     python benchmarks/adavit.py [--gamma 0.5] [--keep-rates 0.5 0.3 0] [--small]
     KERAS_BACKEND=jax python benchmarks/adavit.py --paper-scale --resume \
         --output results/benchmarks/adavit_paper_scale_jax.json
+    python benchmarks/adavit.py --paper-scale --head-buckets 1 \
+        --output results/benchmarks/adavit_paper_scale_tensorflow_every_head.json
+
+`--head-buckets 1` computes every head and zeroes the off ones instead of
+gathering the kernels to the kept heads (see `AdaViTFastPath`).
 """
 
 import argparse
