@@ -38,14 +38,16 @@ DENSE_PATTERNS = ("dense", "causal")
 # Finite stand-in for -inf: a fully masked row must give zeros, not NaN.
 MASKED_LOGIT = -1e9
 # Length from which the dense patterns run block by block on XLA CPU, the
-# smallest block of queries, and the most blocks (each block is unrolled in
-# the compiled step, so longer sequences get longer blocks rather than more
-# of them). See `MultiHeadSelfAttention.blockwise_min_length`.
+# block of queries (at most half the length, so that a causal step skips the
+# masked blocks), and the most blocks (each block is unrolled in the
+# compiled step, so longer sequences get longer blocks rather than more of
+# them). See `MultiHeadSelfAttention.blockwise_min_length`.
 BLOCKWISE_MIN_LENGTH = 1024
-BLOCKWISE_BLOCK_SIZE = 512
+BLOCKWISE_BLOCK_SIZE = 1024
 BLOCKWISE_MAX_BLOCKS = 16
-# Keys per step of a query block's loop: its logits, (block, 128) per head,
-# stay in cache (benchmarks/attention_speed.py).
+# Keys per step of a query block's loop: its logits, (1024, 128) per head,
+# stay in cache (benchmarks/attention_speed.py; 2 MB for 4 heads: blocks of
+# 512 or 256 keys were slower).
 BLOCKWISE_KEY_BLOCK_SIZE = 128
 # From this length, torch computes a pattern of fixed offsets from shifted
 # views rather than gathered keys. See `MultiHeadSelfAttention.shifted_sparse_keys`.
@@ -606,8 +608,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
     def _blockwise_attention(self, query, key, value):
         """Dense or causal attention one block of queries at a time.
 
-        Each block of `blockwise_block_size` queries (more when the length
-        exceeds `BLOCKWISE_MAX_BLOCKS` such blocks) attends to the keys it
+        Each block of `blockwise_block_size` queries (at most half the
+        length; more when the length exceeds `BLOCKWISE_MAX_BLOCKS` such
+        blocks) attends to the keys it
         may see (under `"causal"`, those up to its last query: fully masked
         blocks are never computed) in a loop over blocks of
         `blockwise_key_block_size` keys with an online softmax; the gradient
@@ -621,7 +624,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         if self.logit_scale == "log_length":
             scale *= math.log(length)  # no mask: every position counts
         causal = self.attention_pattern == "causal"
-        block = max(self.blockwise_block_size, -(-length // BLOCKWISE_MAX_BLOCKS))
+        block = min(self.blockwise_block_size, length // 2)
+        block = max(block, -(-length // BLOCKWISE_MAX_BLOCKS))
         key_block = self.blockwise_key_block_size
         return _blockwise(query, key, value, scale, causal, block, key_block)
 
