@@ -1021,7 +1021,6 @@ def _dots(a, b, offsets):
     def make_step(slots):
         back = slots.reach
         padded = _padded(b, back, 0)  # (batch, back + length, heads, dim)
-        slot_ids = ops.arange(0, len(offsets), dtype="int32")  # (K,)
 
         def step(n, logits):
             view = _window(padded, back - slots.shift(n), b.shape[1])  # b[:, i - offset]
@@ -1029,7 +1028,9 @@ def _dots(a, b, offsets):
             # XLA CPU hands it to a reduce fusion that made the step 3-6x slower.
             summed = ops.ones((a.shape[-1], 1), a.dtype)  # (dim, 1)
             dots = ops.matmul(a * view, summed)  # (batch, length, heads, 1)
-            return ops.where(slot_ids == slots.slot(n), dots, logits)
+            # One column written (in place under XLA, a copy on torch), not a
+            # select over every slot's logits per offset.
+            return ops.slice_update(logits, (0, 0, 0, slots.slot(n)), dots)
 
         return step
 
