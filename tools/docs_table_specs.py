@@ -415,6 +415,7 @@ def adavit_benchmark(results):
 
 # The paper-scale runs of `benchmarks/adavit.py --paper-scale`: one file per
 # backend and fast-path configuration, in the order of the table.
+PAPER_BACKBONE_NAMES = {"deit_s": "DeiT-S", "t2t_vit_19": "T2T-ViT-19"}
 ADAVIT_PAPER_SCALE_RUNS = {
     "adavit_paper_scale_tensorflow_every_head": ("TF + XLA", "1 (every head, masked)"),
     "adavit_paper_scale_jax_every_head": ("JAX", "1 (every head, masked)"),
@@ -459,9 +460,6 @@ def adavit_paper_scale(results):
                 ]
             )
     return markdown_table(header, rows)
-
-
-PAPER_BACKBONE_NAMES = {"deit_s": "DeiT-S", "t2t_vit_19": "T2T-ViT-19"}
 
 
 def _ratios(case):

@@ -610,11 +610,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
 
         Each block of `blockwise_block_size` queries (at most half the
         length; more when the length exceeds `BLOCKWISE_MAX_BLOCKS` such
-        blocks) attends to the keys it
-        may see (under `"causal"`, those up to its last query: fully masked
-        blocks are never computed) in a loop over blocks of
-        `blockwise_key_block_size` keys with an online softmax; the gradient
-        recomputes each step's weights from the saved log-sum-exp, so
+        blocks) attends to the keys it may see (under `"causal"`, those up
+        to its last query: fully masked blocks are never computed) in a loop
+        over blocks of `blockwise_key_block_size` keys with an online
+        softmax; the gradient recomputes each step's weights from the saved
+        log-sum-exp, so
         neither pass holds more than a `(block, key_block)` slice of the
         weights per head. Padding masks, `attention_mask`, `additive_mask`,
         active dropout and attention scores take the other paths.
