@@ -941,8 +941,10 @@ class _Slots:
     `slot(n)` and `shift(n)` are the slot number and offset of the `n`-th
     reachable slot: Python ints when the loop index is one (`fori_loop`
     runs as a Python loop on torch), so each step slices statically with no
-    read-back of a tensor index to the host, and int32 scalars from a
-    tensor when the loop is compiled (a `while` loop under XLA).
+    read-back of a tensor index to the host, and int32 scalars read from a
+    constant table when the loop is compiled (a `while` loop under XLA).
+    The tables are made inside the step that reads them: made outside, they
+    are arrays the loop body closes over, which jax2onnx cannot lower.
     """
 
     def __init__(self, offsets, length):
@@ -951,14 +953,12 @@ class _Slots:
         self.shifts = [offset for _, offset in used]
         self.count = len(used)
         self.reach = max(self.shifts, default=0)
-        self._slot_tensor = ops.convert_to_tensor(self.slots, "int32")
-        self._shift_tensor = ops.convert_to_tensor(self.shifts, "int32")
 
     def slot(self, n):
-        return self.slots[n] if isinstance(n, int) else self._slot_tensor[n]
+        return self.slots[n] if isinstance(n, int) else _read(self.slots, n)
 
     def shift(self, n):
-        return self.shifts[n] if isinstance(n, int) else self._shift_tensor[n]
+        return self.shifts[n] if isinstance(n, int) else _read(self.shifts, n)
 
     def write(self, logits, n, column):
         """`logits` `(batch, length, heads, K)` with slot `slot(n)` set to `column`.
@@ -970,13 +970,18 @@ class _Slots:
         if isinstance(n, int):
             return ops.slice_update(logits, (0, 0, 0, self.slots[n]), column)
         slot_ids = ops.arange(0, logits.shape[-1], dtype="int32")  # (K,)
-        return ops.where(slot_ids == self._slot_tensor[n], column, logits)
+        return ops.where(slot_ids == self.slot(n), column, logits)
 
     def weights(self, weights, n):
         """`weights[..., slot(n), None]`, `(batch, length, heads, 1)`."""
         if isinstance(n, int):
             return weights[..., self.slots[n], None]
-        return ops.take(weights, self._slot_tensor[n], axis=-1)[..., None]
+        return ops.take(weights, self.slot(n), axis=-1)[..., None]
+
+
+def _read(values, n):
+    """`values[n]` for a list of ints and a tensor index, from an int32 constant."""
+    return ops.take(ops.convert_to_tensor(values, "int32"), n)
 
 
 def _gather_positions(x, indices):
@@ -1009,22 +1014,41 @@ def _window(padded, start, length):
     return ops.slice(padded, (0, start, 0, 0), (ops.shape(padded)[0], length, *padded.shape[2:]))
 
 
+def _loop(count, step, initial, held):
+    """`ops.fori_loop(0, count, ...)` of `step(n, state, held)`, `held` carried unchanged.
+
+    The loop's step reads the arrays `held` from the carry, never from a
+    closure: jax2onnx (ONNX export from JAX) lowers the arrays a loop body
+    closes over as constants, which the model's traced inputs cannot be.
+    Under XLA the unchanged carry is the same buffer at every step.
+    """
+
+    def body(n, carry):
+        state, arrays = carry
+        return step(n, state, arrays), arrays
+
+    return ops.fori_loop(0, count, body, (initial, held))[0]
+
+
 # The sums over offsets below run as loops (one shifted view alive at a
 # time): written as unrolled Python loops, XLA materializes every shifted
-# view, K copies of the keys and values. Each is a `(step, initial value)`
-# pair, and `_offset_loops` runs several of them as one loop, so that the
+# view, K copies of the keys and values. Each is a `(make_step, initial
+# value)` pair; `make_step(slots)` returns the step and the arrays it
+# reads, and `_offset_loops` runs several sums as one loop, so that the
 # backward pass runs two loops over the offsets, not four.
 
 
 def _offset_loops(offsets, length, *sums):
     """The totals of `sums`, `(make_step, initial)` pairs, from one loop over the slots."""
     slots = _Slots(offsets, length)
-    steps = [make_step(slots) for make_step, _ in sums]
+    steps, held = zip(*(make_step(slots) for make_step, _ in sums), strict=True)
 
-    def body(n, totals):
-        return tuple(step(n, total) for step, total in zip(steps, totals, strict=True))
+    def step(n, totals, arrays):
+        return tuple(
+            step(n, total, *reads) for step, total, reads in zip(steps, totals, arrays, strict=True)
+        )
 
-    return ops.fori_loop(0, slots.count, body, tuple(initial for _, initial in sums))
+    return _loop(slots.count, step, tuple(initial for _, initial in sums), held)
 
 
 def _dots(a, b, offsets):
@@ -1032,9 +1056,8 @@ def _dots(a, b, offsets):
 
     def make_step(slots):
         back = slots.reach
-        padded = _padded(b, back, 0)  # (batch, back + length, heads, dim)
 
-        def step(n, logits):
+        def step(n, logits, a, padded):
             view = _window(padded, back - slots.shift(n), b.shape[1])  # b[:, i - offset]
             # The sum over `dim` as a product with ones: written as a sum, JAX's
             # XLA CPU hands it to a reduce fusion that made the step 3-6x slower.
@@ -1042,9 +1065,10 @@ def _dots(a, b, offsets):
             dots = ops.matmul(a * view, summed)  # (batch, length, heads, 1)
             return slots.write(logits, n, dots)
 
-        return step
+        return step, (a, _padded(b, back, 0))  # padded: (batch, back + length, heads, dim)
 
-    return make_step, ops.zeros((*ops.shape(a)[:3], len(offsets)), a.dtype)
+    slot_logits = ops.zeros_like(a[..., :1]) + ops.zeros((len(offsets),), a.dtype)
+    return make_step, slot_logits  # (batch, length, heads, K)
 
 
 def _mix(weights, b):
@@ -1052,13 +1076,12 @@ def _mix(weights, b):
 
     def make_step(slots):
         back = slots.reach
-        padded = _padded(b, back, 0)  # (batch, back + length, heads, dim)
 
-        def step(n, total):
+        def step(n, total, weights, padded):
             view = _window(padded, back - slots.shift(n), b.shape[1])  # b[:, i - offset]
             return total + slots.weights(weights, n) * view
 
-        return step
+        return step, (weights, _padded(b, back, 0))  # padded: (batch, back + length, heads, dim)
 
     return make_step, ops.zeros_like(b)
 
@@ -1067,17 +1090,15 @@ def _scatter(weights, a):
     """The transpose of `_mix` in `b`: `sum_j (weights_j * a)[:, i + offsets[j]]`."""
 
     def make_step(slots):
-        padded = _padded(a, 0, slots.reach)  # (batch, length + reach, heads, dim)
-        padded_weights = _padded(weights, 0, slots.reach)  # (batch, length + reach, heads, K)
-
-        def step(n, total):
+        def step(n, total, padded_weights, padded):
             shift = slots.shift(n)
             column = slots.weights(padded_weights, n)  # (batch, length + reach, heads, 1)
             slot_weights = _window(column, shift, a.shape[1])  # (batch, length, heads, 1)
             view = _window(padded, shift, a.shape[1])  # a[:, i + offset]
             return total + slot_weights * view  # (weights_j * a)[:, i + o_j]
 
-        return step
+        # (batch, length + reach, heads, K) and (batch, length + reach, heads, dim)
+        return step, (_padded(weights, 0, slots.reach), _padded(a, 0, slots.reach))
 
     return make_step, ops.zeros_like(a)
 
@@ -1158,15 +1179,13 @@ class _KeyBlocks:
     def start(self, n):
         return n * self.size
 
-    def keys(self, n):
-        return _window(self.key, self.start(n), self.size)  # (batch, size, heads, key_dim)
+    def block(self, padded, n):
+        """Block `n` of `padded` keys or values, `(batch, size, heads, dim)`."""
+        return _window(padded, self.start(n), self.size)
 
-    def values(self, n):
-        return _window(self.value, self.start(n), self.size)  # (batch, size, heads, v_dim)
-
-    def logits(self, query_block, start, n):
-        """Scaled float32 logits of queries `start...` on block `n`, `(batch, heads, q, size)`."""
-        logits = ops.einsum("bqhd,bkhd->bhqk", query_block, self.keys(n)) * self.scale
+    def logits(self, query_block, key, start, n):
+        """Scaled float32 logits of queries `start...` on block `n` of `key`, `(b, h, q, size)`."""
+        logits = ops.einsum("bqhd,bkhd->bhqk", query_block, self.block(key, n)) * self.scale
         rows = ops.arange(start, start + query_block.shape[1])[:, None]  # (q, 1)
         columns = ops.arange(0, self.size)[None, :] + self.start(n)  # (1, size)
         allowed = columns < self.length
@@ -1217,23 +1236,26 @@ def _attend_block(query_block, start, blocks, keys):
     `(batch, heads, q, 1)`.
     """
 
-    def step(n, carry):
+    def step(n, carry, held):
+        query_block, key, value = held
         peak, total, output = carry
-        logits = blocks.logits(query_block, start, n)  # (batch, heads, q, size)
+        logits = blocks.logits(query_block, key, start, n)  # (batch, heads, q, size)
         new_peak = ops.maximum(peak, ops.max(logits, axis=-1, keepdims=True))
         weights = ops.exp(logits - new_peak)
         decay = ops.exp(peak - new_peak)  # (batch, heads, q, 1)
         total = total * decay + ops.sum(weights, axis=-1, keepdims=True)
-        update = ops.einsum("bhqk,bkhd->bqhd", weights, blocks.values(n))  # (batch, q, heads, v)
+        values = blocks.block(value, n)  # (batch, size, heads, value_dim)
+        update = ops.einsum("bhqk,bkhd->bqhd", weights, values)  # (batch, q, heads, value_dim)
         return new_peak, total, output * ops.transpose(decay, (0, 2, 1, 3)) + update
 
-    batch, rows, heads = ops.shape(query_block)[0], query_block.shape[1], query_block.shape[2]
-    initial = (
-        ops.full((batch, heads, rows, 1), MASKED_LOGIT, "float32"),
-        ops.zeros((batch, heads, rows, 1), "float32"),
-        ops.zeros((batch, rows, heads, blocks.value.shape[-1]), "float32"),
-    )
-    peak, total, output = ops.fori_loop(0, blocks.count(keys), step, initial)
+    # Zeros made from the queries, not from their shape: a symbolic batch
+    # (an export's) cannot size `ops.full` in jax2onnx.
+    column = ops.zeros_like(query_block[..., :1])  # (batch, q, heads, 1)
+    row_statistic = ops.transpose(column, (0, 2, 1, 3))  # (batch, heads, q, 1)
+    output = column + ops.zeros((blocks.value.shape[-1],), "float32")  # (batch, q, heads, v)
+    initial = (row_statistic + MASKED_LOGIT, row_statistic, output)
+    held = (query_block, blocks.key, blocks.value)
+    peak, total, output = _loop(blocks.count(keys), step, initial, held)
     return output / ops.transpose(total, (0, 2, 1, 3)), peak + ops.log(total)
 
 
@@ -1266,10 +1288,13 @@ def _gradient_step(query_block, upstream_block, log_sum, correction, start, bloc
 
     def step(n, carry):
         query_grad, key_grad, value_grad = carry
-        weights = ops.exp(blocks.logits(query_block, start, n) - log_sum)  # (batch, heads, q, k)
-        weight_grads = ops.einsum("bqhd,bkhd->bhqk", upstream_block, blocks.values(n))
+        logits = blocks.logits(query_block, blocks.key, start, n)  # (batch, heads, q, k)
+        weights = ops.exp(logits - log_sum)
+        values = blocks.block(blocks.value, n)  # (batch, k, heads, value_dim)
+        weight_grads = ops.einsum("bqhd,bkhd->bhqk", upstream_block, values)
         logit_grads = weights * (weight_grads - correction) * blocks.scale
-        query_grad = query_grad + ops.einsum("bhqk,bkhd->bqhd", logit_grads, blocks.keys(n))
+        keys = blocks.block(blocks.key, n)  # (batch, k, heads, key_dim)
+        query_grad = query_grad + ops.einsum("bhqk,bkhd->bqhd", logit_grads, keys)
         key_part = ops.einsum("bhqk,bqhd->bkhd", logit_grads, query_block)  # (batch, k, heads, d)
         value_part = ops.einsum("bhqk,bqhd->bkhd", weights, upstream_block)  # (batch, k, heads, v)
         key_grad = _add_to_block(key_grad, blocks, n, key_part)

@@ -249,7 +249,7 @@ def ordered_batches(x: Tensor, y: Tensor, batch_size: int) -> dict[str, Any]:
     Args:
         x: inputs, an array with one row per sample.
         y: targets, with as many rows.
-        batch_size: int.
+        batch_size: int, at least 1.
 
     Returns:
         dict of `fit` keyword arguments.
@@ -262,6 +262,12 @@ def ordered_batches(x: Tensor, y: Tensor, batch_size: int) -> dict[str, Any]:
     >>> history = model.fit(**ordered_batches(x, y, 4), epochs=1, verbose=0)
     """
     batch_size = check_int("batch_size", batch_size)
+    rows_x, rows_y = np.shape(x)[0], np.shape(y)[0]
+    if rows_x != rows_y:
+        raise ValueError(
+            f"`x` and `y` must have one row per sample, as many in each. "
+            f"Received: x with {rows_x} rows and y with {rows_y} rows"
+        )
     if keras.backend.backend() != "tensorflow":
         return {"x": x, "y": y, "batch_size": batch_size, "shuffle": False}
     import tensorflow as tf

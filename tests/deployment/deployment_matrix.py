@@ -63,6 +63,15 @@ def _layer_model(layer, data, **extra):
     return keras.Model(model_inputs, outputs), [data, *extra.values()] if extra else data
 
 
+def _blockwise_causal_attention():
+    """Causal attention on the blockwise path from 8 positions, on every backend."""
+    layer = layers.MultiHeadSelfAttention(2, 4, attention_pattern="causal")
+    layer.blockwise_min_length = 8
+    layer.blockwise_block_size = 4
+    layer.blockwise_key_block_size = 3
+    return layer
+
+
 def _vit():
     return build_vision_transformer(
         (8, 8), 3, patch_size=4, hidden_dim=8, num_layers=2, num_heads=2
@@ -133,6 +142,9 @@ LAYER_CASES = {
         layers.MultiHeadSelfAttention(2, 4, attention_pattern="causal"),
         _floats((2, 6, 8)),
         head_mask=_floats((2, 2), seed=1),
+    ),
+    "MultiHeadSelfAttention(blockwise causal)": lambda: _layer_model(
+        _blockwise_causal_attention(), _floats((2, 11, 8))
     ),
     "MultiHeadSelfAttention(CausalWindowPattern)": lambda: _layer_model(
         layers.MultiHeadSelfAttention(
@@ -351,14 +363,6 @@ UPSTREAM_LIMITS = {
         r"AttributeError: .*_DynamicDimSentinel",
         "jax2onnx cannot index with the model's unknown sequence length inside these models "
         "('_DynamicDimSentinel' has no 'rmax'); export ONNX from TensorFlow or torch.",
-    ),
-    **_limits(
-        SPARSE_PATTERNS,
-        "onnx",
-        "jax",
-        r"TracerArrayConversionError",
-        "jax2onnx traces the sparse pattern's key indices, which then reach a NumPy "
-        "conversion; export ONNX from TensorFlow.",
     ),
     **_limits(
         SEVERAL_SEQUENCE_INPUTS,

@@ -161,6 +161,14 @@ def test_tensorflow_batches_do_not_autotune():
     assert [len(batch) for batch, _ in dataset.as_numpy_iterator()] == [4, 4, 2]
 
 
+def test_ordered_batches_refuse_inputs_and_targets_of_other_row_counts():
+    x, y = np.zeros((10, 3), "int32"), np.ones((9,), "int32")
+    with pytest.raises(ValueError, match="Received: x with 10 rows and y with 9 rows"):
+        ordered_batches(x, y, 4)
+    with pytest.raises(ValueError, match="Received: batch_size=0"):
+        ordered_batches(x, x, 0)
+
+
 # Each model at the reproduction's XLA choice: XLA draws other dropout masks, so it
 # is part of the trajectory.
 @pytest.mark.slow
