@@ -963,12 +963,18 @@ class _Slots:
     def write(self, logits, n, column):
         """`logits` `(batch, length, heads, K)` with slot `slot(n)` set to `column`.
 
-        On torch a copy with one column written: a select over every slot
-        per offset took a fifth of a step at 8,192. Under XLA a select,
-        which exports to ONNX from TensorFlow (a dynamic update does not).
+        On torch (a Python loop) the logits become a tuple of `K` columns
+        `(batch, length, heads, 1)`, one of them replaced per offset and
+        concatenated once by `_offset_loops`: writing into a tensor copies
+        all of it per offset (about a seventh of a step at 8,192). Under XLA
+        a select, which exports to ONNX from TensorFlow (a dynamic update
+        does not).
         """
         if isinstance(n, int):
-            return ops.slice_update(logits, (0, 0, 0, self.slots[n]), column)
+            if not isinstance(logits, tuple):
+                logits = tuple(logits[..., k : k + 1] for k in range(logits.shape[-1]))
+            slot = self.slots[n]
+            return (*logits[:slot], column, *logits[slot + 1 :])
         slot_ids = ops.arange(0, logits.shape[-1], dtype="int32")  # (K,)
         return ops.where(slot_ids == self.slot(n), column, logits)
 
@@ -1048,7 +1054,9 @@ def _offset_loops(offsets, length, *sums):
             step(n, total, *reads) for step, total, reads in zip(steps, totals, arrays, strict=True)
         )
 
-    return _loop(slots.count, step, tuple(initial for _, initial in sums), held)
+    totals = _loop(slots.count, step, tuple(initial for _, initial in sums), held)
+    # Logits written as columns (torch, `_Slots.write`) become one tensor.
+    return tuple(ops.concatenate(t, axis=-1) if isinstance(t, tuple) else t for t in totals)
 
 
 def _dots(a, b, offsets):
