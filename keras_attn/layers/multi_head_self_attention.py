@@ -963,18 +963,22 @@ class _Slots:
     def write(self, logits, n, column):
         """`logits` `(batch, length, heads, K)` with slot `slot(n)` set to `column`.
 
-        On torch (a Python loop) the logits become a tuple of `K` columns
-        `(batch, length, heads, 1)`, one of them replaced per offset and
-        concatenated once by `_offset_loops`: writing into a tensor copies
-        all of it per offset (about a seventh of a step at 8,192). Under XLA
-        a select, which exports to ONNX from TensorFlow (a dynamic update
-        does not).
+        On torch, whose `fori_loop` is a Python loop that takes any carry,
+        the logits become a tuple of `K` columns `(batch, length, heads, 1)`,
+        one of them replaced per offset and concatenated once by
+        `_offset_loops`: writing into a tensor copies all of it per offset
+        (about a seventh of a step at 8,192). TensorFlow's loop keeps its
+        carry's structure, also run eagerly with an int index, so it writes a
+        column into the tensor; under XLA a select, which exports to ONNX
+        from TensorFlow (a dynamic update does not).
         """
-        if isinstance(n, int):
+        if keras.backend.backend() == "torch":
             if not isinstance(logits, tuple):
                 logits = tuple(logits[..., k : k + 1] for k in range(logits.shape[-1]))
             slot = self.slots[n]
             return (*logits[:slot], column, *logits[slot + 1 :])
+        if isinstance(n, int):
+            return ops.slice_update(logits, (0, 0, 0, self.slots[n]), column)
         slot_ids = ops.arange(0, logits.shape[-1], dtype="int32")  # (K,)
         return ops.where(slot_ids == self.slot(n), column, logits)
 
