@@ -129,8 +129,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         head_mask: optional `(num_heads,)` or `(batch, num_heads)` tensor that
             multiplies each head's output before the output projection.
         attention_mask: optional boolean `(batch, length, length)` mask, or
-            `(batch, 1, length)` for the same keys at every query, only for
-            the dense patterns; `False` entries are not attended to.
+            `(batch, 1, length)` for the same keys at every query; `False`
+            entries are not attended to. With a sparse pattern, a query
+            attends to the keys of its slots that the mask allows (the mask
+            is read at the slots' keys, `O(length * K)`).
         training: bool, whether dropout is active.
         return_attention_scores: bool. If `True`, also returns the attention
             weights: `(batch, num_heads, length, length)` for dense patterns,
@@ -349,7 +351,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             query, key = ops.cast(query, "float32"), ops.cast(key, "float32")
         key, value, broken = self._hide_keys(key, value, mask, attention_mask)
         if self.is_sparse:
-            context, scores = self._sparse_attention(query, key, value, mask, training)
+            context, scores = self._sparse_attention(
+                query, key, value, mask, attention_mask, training
+            )
         else:
             context, scores = self._dense_attention(
                 query, key, value, mask, attention_mask, training, return_attention_scores
@@ -482,7 +486,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         """Raises a `ValueError` naming the argument whose static shape is wrong.
 
         `mask` must be `(batch, length)`, `attention_mask`
-        `(batch, length, length)` (dense patterns only) and `head_mask`
+        `(batch, length, length)` and `head_mask`
         `(num_heads,)` or `(batch, num_heads)`, where `(batch, length, dim)`
         is the shape of `inputs` and `dim` the size the layer was built for.
         Without this, a mask of another shape could broadcast silently (for
@@ -493,11 +497,6 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         check_shape("mask", mask, (batch, length))
         check_shape("attention_mask", attention_mask, (batch, length, length))
         check_shape("head_mask", head_mask, (self.num_heads,), (batch, self.num_heads))
-        if self.is_sparse and attention_mask is not None:
-            raise ValueError(
-                "`attention_mask` only applies to the dense patterns. "
-                f"Received: attention_mask with attention_pattern={self.attention_pattern!r}"
-            )
 
     def _checked_masks(self, inputs, mask, head_mask, attention_mask):
         """`(mask, head_mask, attention_mask)`, checked when run as well.
@@ -689,6 +688,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         causal = self.attention_pattern == "causal"
         if attention_mask is not None:
             length = ops.shape(attention_mask)[-1]
+            if self.is_sparse:  # the keys of the pattern's slots only
+                indices, valid = self.attention_pattern.key_indices(length)  # (length, K) each
+                allowed = _slot_allowed(indices, valid, mask, attention_mask)  # (b, 1, length, K)
+                return ops.squeeze(ops.any(allowed, axis=-1), axis=1)  # (batch, length)
             return ops.any(_allowed_keys(length, mask, attention_mask, causal), axis=-1)
         if mask is None:
             return None  # every query sees itself, or every key
@@ -705,13 +708,15 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         """`query * query_key_scale`, the scale of the explicit paths."""
         return query * ops.cast(self.query_key_scale, query.dtype)
 
-    def _sparse_attention(self, query, key, value, mask, training):
+    def _sparse_attention(self, query, key, value, mask, attention_mask, training):
         query = self._scaled(query)
         length = ops.shape(query)[1]
+        indices, valid = self.attention_pattern.key_indices(length)  # (length, K) each
+        allowed = _slot_allowed(indices, valid, mask, attention_mask)  # (b or 1, 1, length, K)
         offsets = self.attention_pattern.static_offsets(length)
         if offsets is None or not self._shifts_sparse_keys(length):
-            return self._gathered_attention(query, key, value, mask, training)
-        return self._shifted_attention(query, key, value, mask, training, offsets)
+            return self._gathered_attention(query, key, value, indices, allowed, mask, training)
+        return self._shifted_attention(query, key, value, allowed, mask, training, offsets)
 
     # How a pattern of fixed offsets is computed: `None` (the default) shifts
     # the keys and values on JAX and TensorFlow, and on torch from
@@ -729,26 +734,21 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         size = static_size(length)
         return size is not None and size >= TORCH_SHIFTED_MIN_LENGTH
 
-    def _shifted_attention(self, query, key, value, mask, training, offsets):
+    def _shifted_attention(self, query, key, value, allowed, mask, training, offsets):
         """Attention over keys `i - offset`, from shifted views of keys and values.
 
         One logit per offset and a running sum over offsets for the context:
         no key- or value-sized tensor is copied per slot, so the step keeps
         `O(L * K)` logits and `O(L * heads * head_dim)` activations.
         """
-        length = query.shape[1]
         logits = _offset_logits(query, key, offsets)  # (batch, length, heads, K)
         logits = ops.transpose(logits, (0, 2, 1, 3))  # (batch, heads, length, K)
-        indices, valid = self.attention_pattern.key_indices(length)  # (length, K) each
-        allowed = _slot_allowed(indices, valid, mask)
         weights = self._masked_softmax(logits, allowed, mask, training)  # (batch, heads, length, K)
         slot_weights = ops.transpose(weights, (0, 2, 1, 3))  # (batch, length, heads, K)
         context = _offset_context(slot_weights, value, offsets)  # (batch, length, heads, value_dim)
         return context, weights
 
-    def _gathered_attention(self, query, key, value, mask, training):
-        length = ops.shape(query)[1]
-        indices, valid = self.attention_pattern.key_indices(length)  # (length, K) each
+    def _gathered_attention(self, query, key, value, indices, allowed, mask, training):
         gathered_keys = _gather_positions(key, indices)  # (length, K, batch, heads, key_dim)
         gathered_values = _gather_positions(value, indices)  # (length, K, batch, heads, value_dim)
         # Products and sums rather than einsums: as a matmul, each query is
@@ -756,7 +756,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         by_position = ops.transpose(query, (1, 0, 2, 3))[:, None]  # (length, 1, batch, heads, dim)
         logits = ops.sum(by_position * gathered_keys, axis=-1)  # (length, K, batch, heads)
         logits = ops.transpose(logits, (2, 3, 0, 1))  # (batch, heads, length, K)
-        weights = self._masked_softmax(logits, _slot_allowed(indices, valid, mask), mask, training)
+        weights = self._masked_softmax(logits, allowed, mask, training)
         slot_weights = ops.transpose(weights, (2, 3, 0, 1))[..., None]  # (length, K, b, heads, 1)
         context = ops.sum(slot_weights * gathered_values, axis=1)  # (length, batch, heads, v_dim)
         return ops.transpose(context, (1, 0, 2, 3)), weights
@@ -813,13 +813,25 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         return {**super().get_config(), **argument_config(self, arguments)}
 
 
-def _slot_allowed(indices, valid, mask):
-    """Boolean `(batch or 1, 1, length, K)`: the used key slots whose key is not masked."""
-    allowed = ops.expand_dims(ops.cast(valid, "bool"), (0, 1))  # (1, 1, length, K)
-    if mask is None:
-        return allowed
-    key_mask = ops.take(ops.cast(mask, "bool"), indices, axis=1)  # (batch, length, K)
-    return ops.logical_and(allowed, ops.expand_dims(key_mask, 1))  # (batch, 1, length, K)
+def _slot_allowed(indices, valid, mask, attention_mask=None):
+    """Boolean `(batch or 1, 1, length, K)`: the used key slots whose key is not masked.
+
+    `mask` masks keys, `(batch, length)`; `attention_mask`, `(batch, length,
+    length)`, is read at each query's slot keys.
+    """
+    allowed = ops.expand_dims(ops.cast(valid, "bool"), 0)  # (1, length, K)
+    if mask is not None:
+        key_mask = ops.take(ops.cast(mask, "bool"), indices, axis=1)  # (batch, length, K)
+        allowed = ops.logical_and(allowed, key_mask)
+    if attention_mask is not None:
+        attention_mask = ops.cast(attention_mask, "bool")
+        # (batch, length, K): the key of each query's slots, for each example.
+        slot_keys = ops.broadcast_to(
+            ops.expand_dims(indices, 0), ops.shape(attention_mask)[:1] + ops.shape(indices)
+        )
+        row_mask = ops.take_along_axis(attention_mask, slot_keys, axis=2)  # (batch, length, K)
+        allowed = ops.logical_and(allowed, row_mask)
+    return ops.expand_dims(allowed, 1)  # (batch or 1, 1, length, K)
 
 
 def _allowed_keys(length, mask, attention_mask, causal):

@@ -148,3 +148,19 @@ def test_gpt2_backbone_converts_with_equal_outputs(keras_hub_backbone):
     inputs = _bert_inputs()
     del inputs["segment_ids"]
     _assert_outputs_equal(convert_attention(backbone)(inputs), backbone(inputs))
+
+
+def test_gpt2_backbone_takes_a_logsparse_pattern_with_its_padding(keras_hub_backbone, tmp_path):
+    """GPT-2's decoder passes its padding and causal masks as one `attention_mask`."""
+    keras.utils.set_random_seed(0)
+    backbone = keras_hub_backbone("gpt2")
+    inputs = _bert_inputs()  # 6 positions, the last two of example 1 padded
+    del inputs["segment_ids"]
+    # A local window of 6 reaches every earlier key: the causal model again.
+    every_key = convert_attention(backbone, attention_pattern=LogSparsePattern("local", 6))
+    _assert_outputs_equal(every_key(inputs), backbone(inputs))
+    converted = convert_attention(backbone, attention_pattern=LogSparsePattern())
+    pure = to_numpy(converted(inputs))
+    assert np.isfinite(pure).all()
+    assert not np.allclose(pure[:, 5], to_numpy(backbone(inputs))[:, 5], atol=1e-4)
+    _fit_save_reload(converted, inputs, tmp_path)

@@ -2,7 +2,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attn.layers import CausalWindowPattern, MultiHeadSelfAttention
+from keras_attn.layers import CausalWindowPattern, LogSparsePattern, MultiHeadSelfAttention
 from keras_attn.testing import LayerChecks
 from keras_attn.testing.arrays import allclose, assert_allclose, to_numpy
 from keras_attn.testing.gradients import output_and_gradients
@@ -225,10 +225,45 @@ def test_rank_two_input_is_rejected():
         MultiHeadSelfAttention(num_heads=2, key_dim=4)(np.ones((2, 8), "float32"))
 
 
-def test_attention_mask_with_sparse_pattern_is_rejected():
-    layer = _built(attention_pattern=CausalWindowPattern(2))
-    with pytest.raises(ValueError, match="Received: attention_mask"):
-        layer(_inputs(), attention_mask=np.ones((2, 7, 7), bool))
+def _sparse_and_dense(pattern, shifted):
+    """A layer on `pattern` (shifted or gathered keys) and a dense one with its weights."""
+    sparse = _built(attention_pattern=pattern)
+    sparse.shifted_sparse_keys = shifted
+    dense = _built()
+    dense.set_weights(sparse.get_weights())
+    return sparse, dense
+
+
+@pytest.mark.parametrize("shifted", [True, False], ids=["shifted", "gathered"])
+@pytest.mark.parametrize(
+    "pattern", [CausalWindowPattern(3), LogSparsePattern()], ids=["window", "logsparse"]
+)
+def test_sparse_pattern_reads_the_attention_mask_at_its_slots(pattern, shifted):
+    sparse, dense = _sparse_and_dense(pattern, shifted)
+    x = _inputs()
+    rng = np.random.default_rng(3)
+    attention_mask = rng.random((2, 7, 7)) < 0.6
+    attention_mask[1, 4] = False  # a query that sees no key: a zero context
+    mask = np.ones((2, 7), bool)
+    mask[0, 1] = False
+    both = attention_mask & to_numpy(pattern.dense_mask(7)).astype(bool)
+    output = sparse(x, mask=mask, attention_mask=attention_mask)
+    assert_allclose(output, dense(x, mask=mask, attention_mask=both), atol=1e-5)
+    assert not allclose(output, sparse(x, mask=mask), atol=1e-3)
+
+
+@pytest.mark.parametrize("shifted", [True, False], ids=["shifted", "gathered"])
+def test_sparse_pattern_hides_a_non_finite_key_that_the_attention_mask_hides(shifted):
+    sparse, dense = _sparse_and_dense(CausalWindowPattern(3), shifted)
+    x = _inputs()
+    x[0, 2] = np.nan
+    attention_mask = np.ones((2, 7, 7), bool)
+    attention_mask[0, 3:, 2] = False  # the later queries of example 0 do not see position 2
+    both = attention_mask & to_numpy(CausalWindowPattern(3).dense_mask(7)).astype(bool)
+    output = to_numpy(sparse(x, attention_mask=attention_mask))
+    assert np.isnan(output[0, 2]).all()  # it sees its own, non-finite, key
+    assert np.isfinite(output[0, 3:]).all() and np.isfinite(output[1]).all()
+    assert_allclose(output, dense(x, attention_mask=both), atol=1e-5)
 
 
 def test_causal_window_pattern():
