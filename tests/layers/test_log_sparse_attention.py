@@ -9,6 +9,7 @@ from keras_attn.layers import (
     LogSparsePattern,
     MultiHeadSelfAttention,
 )
+from keras_attn.layers import multi_head_self_attention as core
 from keras_attn.layers.attention_pattern import AttentionPattern
 from keras_attn.testing import LayerChecks
 from keras_attn.testing.arrays import allclose, assert_allclose, assert_array_equal, to_numpy
@@ -382,9 +383,18 @@ if keras.backend.backend() == "jax":
     GRADIENT_PATTERNS = ["local_5", "restart_24", "window_3"]
 
 
+# torch reads the weights slot-major from `TORCH_SLOT_MAJOR_MIN_LENGTH`, lowered here to 8.
+SLOT_MAJOR_FROM = [None, 8] if keras.backend.backend() == "torch" else [None]
+
+
+@pytest.mark.parametrize("slot_major_from", SLOT_MAJOR_FROM)
 @pytest.mark.parametrize("name", GRADIENT_PATTERNS)
-def test_shifted_attention_equals_gathered_attention_with_gradients(name):
+def test_shifted_attention_equals_gathered_attention_with_gradients(
+    name, slot_major_from, monkeypatch
+):
     """The offset path (shifted views, custom gradient) against the gathered keys."""
+    if slot_major_from is not None:
+        monkeypatch.setattr(core, "TORCH_SLOT_MAJOR_MIN_LENGTH", slot_major_from)
     x = np.random.default_rng(0).normal(size=(2, 37, 8)).astype("float32")
     mask = np.ones((2, 37), bool)
     mask[0, :5] = False  # the first rows of example 0 see no key at all
