@@ -825,17 +825,27 @@ def _slot_allowed(indices, valid, mask, attention_mask=None):
     """
     allowed = ops.expand_dims(ops.cast(valid, "bool"), 0)  # (1, length, K)
     if mask is not None:
-        key_mask = ops.take(ops.cast(mask, "bool"), indices, axis=1)  # (batch, length, K)
-        allowed = ops.logical_and(allowed, key_mask)
+        allowed = ops.logical_and(allowed, _lookup(mask, indices))  # (batch, length, K)
     if attention_mask is not None:
-        attention_mask = ops.cast(attention_mask, "bool")
-        # (batch, length, K): the key of each query's slots, for each example.
-        slot_keys = ops.broadcast_to(
-            ops.expand_dims(indices, 0), ops.shape(attention_mask)[:1] + ops.shape(indices)
-        )
-        row_mask = ops.take_along_axis(attention_mask, slot_keys, axis=2)  # (batch, length, K)
-        allowed = ops.logical_and(allowed, row_mask)
+        length = ops.shape(indices)[0]
+        rows = ops.arange(0, length, dtype=indices.dtype)[:, None]  # (length, 1)
+        # (batch, length * length): query i's row of keys from entry i * length.
+        flat = ops.reshape(attention_mask, (ops.shape(attention_mask)[0], -1))
+        allowed = ops.logical_and(allowed, _lookup(flat, rows * length + indices))
     return ops.expand_dims(allowed, 1)  # (batch or 1, 1, length, K)
+
+
+def _lookup(values, entries):
+    """Boolean `values[:, entries]` of a `(batch, n)` mask, `(batch, *entries.shape)`.
+
+    One row lookup in an `(n, batch)` table, like `_gather_positions`:
+    torch's `take` on axis 1 exports to ONNX a `Squeeze` that ONNX Runtime
+    rejects.
+    """
+    table = ops.transpose(ops.cast(values, "int32"))  # (n, batch)
+    picked = ops.take(table, ops.reshape(entries, (-1,)), axis=0)  # (entries, batch)
+    picked = ops.reshape(picked, (*ops.shape(entries), -1))  # (length, K, batch)
+    return ops.transpose(picked, (2, 0, 1)) > 0  # (batch, length, K)
 
 
 def _allowed_keys(length, mask, attention_mask, causal):

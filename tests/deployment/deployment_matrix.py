@@ -146,6 +146,11 @@ LAYER_CASES = {
     "MultiHeadSelfAttention(blockwise causal)": lambda: _layer_model(
         _blockwise_causal_attention(), _floats((2, 11, 8))
     ),
+    "MultiHeadSelfAttention(LogSparsePattern, attention_mask)": lambda: _layer_model(
+        layers.MultiHeadSelfAttention(2, 4, attention_pattern=layers.LogSparsePattern()),
+        _floats((2, 9, 8)),
+        attention_mask=_ints((2, 9, 9), 2, seed=2).astype(bool),
+    ),
     "MultiHeadSelfAttention(CausalWindowPattern)": lambda: _layer_model(
         layers.MultiHeadSelfAttention(
             2, 4, attention_pattern=layers.CausalWindowPattern(window=3), logit_scale="log_length"
