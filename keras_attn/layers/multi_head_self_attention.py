@@ -836,15 +836,13 @@ def _slot_allowed(indices, valid, mask, attention_mask=None):
 
 
 def _lookup(values, entries):
-    """Boolean `values[:, entries]` of a `(batch, n)` mask, `(batch, *entries.shape)`.
+    """Boolean `values[:, entries]` of a `(batch, n)` mask, `(batch, length, K)`.
 
-    One row lookup in an `(n, batch)` table, like `_gather_positions`:
-    torch's `take` on axis 1 exports to ONNX a `Squeeze` that ONNX Runtime
-    rejects.
+    A row lookup through `_gather_positions`, which exports to ONNX from
+    torch (`take` on axis 1 does not).
     """
-    table = ops.transpose(ops.cast(values, "int32"))  # (n, batch)
-    picked = ops.take(table, ops.reshape(entries, (-1,)), axis=0)  # (entries, batch)
-    picked = ops.reshape(picked, (*ops.shape(entries), -1))  # (length, K, batch)
+    as_positions = ops.expand_dims(ops.cast(values, "int32"), (2, 3))  # (batch, n, 1, 1)
+    picked = _gather_positions(as_positions, entries)[..., 0, 0]  # (length, K, batch)
     return ops.transpose(picked, (2, 0, 1)) > 0  # (batch, length, K)
 
 

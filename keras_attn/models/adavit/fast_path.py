@@ -58,8 +58,8 @@ class AdaViTFastPath(keras.Model):
     group whose sub-layer is off everywhere takes the empty branch. The
     result is scattered back; dropped tokens pass unchanged. Every shape
     is static, so the call compiles with XLA (one conditional per group,
-    only the chosen branch runs) and exports as a SavedModel. The outputs equal the masked path's
-    (`AdaViT.__call__`) up to float rounding.
+    only the chosen branch runs) and exports as a SavedModel. The outputs
+    equal the masked path's (`AdaViT.__call__`) up to float rounding.
 
     The layers and weights are the model's own, not copies. The blocks run
     through `TransformerBlock.attention_branch` and `mlp_branch`, the
