@@ -10,9 +10,11 @@ is exactly the SASRec block of the same official code.
 from collections.abc import Callable
 
 import keras
+from keras import ops
 
 from keras_attn._typing import Initializer, Tensor
 from keras_attn.layers._config import argument_config
+from keras_attn.layers._dropout import dropout_of_last_positions
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.fourier_filter import FourierFilter
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
@@ -26,6 +28,7 @@ from keras_attn.utils.validation import (
     check_rate,
     check_shape,
     feature_spec,
+    static_size,
 )
 
 DEFAULT_KERNEL_INITIALIZER = {"class_name": "RandomNormal", "config": {"stddev": 0.02}}
@@ -84,6 +87,14 @@ class BSARecBlock(keras.layers.Layer):
             with standard deviation 0.02, like the official code. Biases start
             at zero.
         seed: int, seed of the dropout layers.
+        last_positions: optional int, how many last positions the block
+            outputs. `None` (default) outputs every position. An int `n`
+            computes only the outputs at the last `n` positions (every
+            position is still read): the final block of a model that scores
+            the most recent position, such as `build_bsarec`, with a small
+            part of the cost. Its outputs, and its dropout (drawn for the
+            whole sequence, the last positions kept), are those of the full
+            block at those positions.
         **kwargs: base layer arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -93,7 +104,7 @@ class BSARecBlock(keras.layers.Layer):
         training: bool, whether dropout is active.
 
     Returns:
-        `(batch, length, dim)`.
+        `(batch, length, dim)`, or `(batch, last_positions, dim)`.
 
     Example:
 
@@ -119,6 +130,7 @@ class BSARecBlock(keras.layers.Layer):
         activation: str | Callable[[Tensor], Tensor] | None = "gelu",
         kernel_initializer: Initializer | None = None,
         seed: int | None = None,
+        last_positions: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -139,6 +151,7 @@ class BSARecBlock(keras.layers.Layer):
             kernel_initializer or DEFAULT_KERNEL_INITIALIZER
         )
         self.seed = check_optional_int("seed", seed, minimum=0)
+        self.last_positions = check_optional_int("last_positions", last_positions)
         self.supports_masking = True
 
     @property
@@ -207,21 +220,49 @@ class BSARecBlock(keras.layers.Layer):
         self, inputs: Tensor, mask: Tensor | None = None, training: bool | None = None
     ) -> Tensor:
         check_shape("mask", mask, (inputs.shape[0], inputs.shape[1]))
+        self._check_last_positions(inputs.shape[1])
+        last = self.last_positions
+        residual = inputs if last is None else inputs[:, -last:]  # (batch, positions, dim)
         mixed = 0.0
         if self.uses_filter:
-            mixed = self.alpha * self.fourier_filter(inputs, training=training)
+            filtered = self.fourier_filter(inputs, training=training)  # (batch, length, dim)
+            mixed = self.alpha * (filtered if last is None else filtered[:, -last:])
         if self.uses_attention:
-            attended = self.attention(inputs, mask=mask, training=training)
-            attended = self.attention_norm(self.dropout_layer(attended, training=training) + inputs)
+            if last is None:
+                attended = self.attention(inputs, mask=mask, training=training)
+            else:
+                attended = self.attention.attend_last_positions(
+                    inputs, last, mask=mask, training=training
+                )  # (batch, last, dim)
+            attended = self.attention_norm(self._dropout(attended, inputs, training) + residual)
             mixed = mixed + (1.0 - self.alpha) * attended
         hidden = self.output_dense(self.intermediate_dense(mixed))
-        return self.output_norm(self.dropout_layer(hidden, training=training) + mixed)
+        return self.output_norm(self._dropout(hidden, inputs, training) + mixed)
+
+    def _check_last_positions(self, length):
+        length = static_size(length)
+        if self.last_positions is not None and length is not None and self.last_positions > length:
+            raise ValueError(
+                f"`last_positions` must be at most the length of the inputs ({length}). "
+                f"Received: last_positions={self.last_positions}"
+            )
+
+    def _dropout(self, outputs, inputs, training):
+        """The block's dropout of `outputs`, with the mask of the whole sequence of `inputs`."""
+        if self.last_positions is None:
+            return self.dropout_layer(outputs, training=training)
+        length = ops.shape(inputs)[1]
+        return dropout_of_last_positions(self.dropout_layer, outputs, length, 1, training)
 
     def compute_mask(self, inputs, mask=None):
-        return mask
+        if mask is None or self.last_positions is None:
+            return mask
+        return mask[:, -self.last_positions :]
 
     def compute_output_shape(self, input_shape):
-        return input_shape
+        if self.last_positions is None:
+            return input_shape
+        return (input_shape[0], self.last_positions, input_shape[2])
 
     def get_config(self):
         arguments = (
@@ -236,5 +277,6 @@ class BSARecBlock(keras.layers.Layer):
             "activation",
             "kernel_initializer",
             "seed",
+            "last_positions",
         )
         return {**super().get_config(), **argument_config(self, arguments)}

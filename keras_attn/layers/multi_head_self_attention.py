@@ -18,6 +18,7 @@ from keras import ops
 
 from keras_attn._typing import Initializer, Shape, Tensor
 from keras_attn.layers._config import argument_config
+from keras_attn.layers._dropout import dropout_of_last_positions
 from keras_attn.layers.attention_pattern import AttentionPattern
 from keras_attn.utils.initializers import clone_initializer
 from keras_attn.utils.validation import (
@@ -341,31 +342,25 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.validate_call_inputs(inputs, mask, head_mask, attention_mask)
         if static_size(inputs.shape[1]) == 0:
             return self._empty_outputs(inputs, return_attention_scores)
-        # A new tensor without the Keras mask attached: the mask is handled
-        # here, so the projections must not warn that they drop it.
-        inputs = ops.add(inputs, ops.zeros((), inputs.dtype))
+        inputs = _without_keras_mask(inputs)
         mask, head_mask, attention_mask = self._checked_masks(
             inputs, mask, head_mask, attention_mask
         )
         query, key = self.project_queries_and_keys(inputs, mask)
         value = self._value_dense(inputs)  # (batch, length, heads, value_dim)
-        if keras.backend.standardize_dtype(query.dtype) == "float16":
-            # float16 overflows at 65504: the logits are computed in float32.
-            # bfloat16 has float32's range and keeps its dtype.
-            query, key = ops.cast(query, "float32"), ops.cast(key, "float32")
-        key, value, broken = self._hide_keys(key, value, mask, attention_mask)
         if self.is_sparse:
-            context, scores = self._sparse_attention(
-                query, key, value, mask, attention_mask, training
+            attention = functools.partial(
+                self._sparse_attention, mask=mask, attention_mask=attention_mask, training=training
             )
         else:
-            context, scores = self._dense_attention(
-                query, key, value, mask, attention_mask, training, return_attention_scores
+            attention = functools.partial(
+                self._dense_attention,
+                mask=mask,
+                attention_mask=attention_mask,
+                training=training,
+                scores=return_attention_scores,
             )
-        if broken is not None:
-            context = ops.where(ops.expand_dims(broken, (2, 3)), float("nan"), context)
-            if scores is not None:
-                scores = ops.where(ops.expand_dims(broken, (1, 3)), float("nan"), scores)
+        context, scores = self._attend(query, key, value, mask, attention_mask, attention)
         if head_mask is not None:
             context = context * self._broadcast_head_mask(head_mask, context.dtype)
         output = self._output_dense(context)  # (batch, length, output_dim)
@@ -451,18 +446,101 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         query = _project_heads(self._query_dense, inputs, heads)  # (batch, length, h, key_dim)
         key = _project_heads(self._key_dense, inputs, heads)  # (batch, length, h, key_dim)
         value = _project_heads(self._value_dense, inputs, heads)  # (batch, length, h, value_dim)
-        if keras.backend.standardize_dtype(query.dtype) == "float16":
-            query, key = ops.cast(query, "float32"), ops.cast(key, "float32")
-        key, value, broken = self._hide_keys(key, value, mask, None)
-        context, _ = self._dense_attention(query, key, value, mask, None, training, False)
-        if broken is not None:
-            context = ops.where(ops.expand_dims(broken, (2, 3)), float("nan"), context)
+        attention = functools.partial(
+            self._dense_attention, mask=mask, attention_mask=None, training=training, scores=False
+        )
+        context, _ = self._attend(query, key, value, mask, None, attention)
         if head_mask is not None:
             context = context * ops.cast(head_mask, context.dtype)[:, None, :, None]
         output = self._output_dense
         kernel = ops.take(output.kernel, heads, axis=0)  # (batch, h, value_dim, output_dim)
         outputs = ops.einsum("blhv,bhvo->blo", context, kernel)  # (batch, length, output_dim)
         return outputs if output.bias is None else add_bias(outputs, output.bias)
+
+    def attend_last_positions(
+        self,
+        inputs: Tensor,
+        count: int = 1,
+        mask: Tensor | None = None,
+        training: bool | None = None,
+    ) -> Tensor:
+        """Self-attention outputs at the last `count` positions only.
+
+        What `call(inputs, mask=mask, training=training)[:, -count:]`
+        returns, but only the last `count` positions are queries: their
+        logits are `(count, length)` per head instead of `(length, length)`,
+        and the layer that reads them (a next-item or next-token head that
+        scores the last position) need not compute the others either. Every
+        position is still a key. Active dropout draws its mask for the whole
+        `(length, length)` weights and keeps the last rows, so the random
+        stream and the kept weights are those of the full call: a model
+        built on it trains as the full one does. Dense patterns only; the
+        `qk_scale`, log-length scale and `additive_mask` apply as in `call`.
+
+        Args:
+            inputs: `(batch, length, dim)`.
+            count: int in `[1, length]`, how many last positions to compute.
+            mask: optional boolean `(batch, length)` padding mask.
+            training: bool, whether dropout is active.
+
+        Returns:
+            `(batch, count, output_dim)`.
+
+        Example:
+
+        >>> layer = MultiHeadSelfAttention(2, 4, attention_pattern="causal")
+        >>> x = np.random.normal(size=(1, 6, 8))
+        >>> full, last = layer(x), layer.attend_last_positions(x, count=2)
+        >>> bool(np.allclose(full[:, -2:], last, atol=1e-6))
+        True
+        """
+        if self.is_sparse:
+            raise ValueError(
+                "`attend_last_positions` supports the dense patterns only. "
+                f"Received: attention_pattern={self.attention_pattern!r}"
+            )
+        check_shape("inputs", inputs, (None, None, self._input_dim))
+        count = check_int("count", count)
+        length = static_size(inputs.shape[1])
+        if length is not None and count > length:
+            raise ValueError(
+                f"`count` must be at most the length of `inputs` ({length}). Received: count={count}"
+            )
+        check_shape("mask", mask, (inputs.shape[0], inputs.shape[1]))
+        inputs = _without_keras_mask(inputs)
+        query, key = self.project_queries_and_keys(inputs, mask)
+        query = query[:, -count:]  # (batch, count, heads, key_dim)
+        value = self._value_dense(inputs)  # (batch, length, heads, value_dim)
+        attention = functools.partial(
+            self._explicit_attention,
+            mask=mask,
+            attention_mask=None,
+            training=training,
+            last_positions=True,
+        )
+        context, _ = self._attend(query, key, value, mask, None, attention)
+        return self._output_dense(context)  # (batch, count, output_dim)
+
+    def _attend(self, query, key, value, mask, attention_mask, attention):
+        """`attention(query, key, value)` with the keys hidden that no query may read.
+
+        Returns `(context, scores)`. float16 queries and keys become float32
+        (float16 overflows at 65504; bfloat16 has float32's range and keeps
+        its dtype). The queries are the last `query.shape[1]` positions;
+        those that see a position that is not finite get NaN outputs (see
+        `_hide_keys`).
+        """
+        if keras.backend.standardize_dtype(query.dtype) == "float16":
+            query, key = ops.cast(query, "float32"), ops.cast(key, "float32")
+        key, value, broken = self._hide_keys(key, value, mask, attention_mask)
+        context, scores = attention(query, key, value)
+        if broken is None:
+            return context, scores
+        broken = broken[:, -ops.shape(query)[1] :]  # (batch, queries) or (batch, 1)
+        context = ops.where(ops.expand_dims(broken, (2, 3)), float("nan"), context)
+        if scores is not None:
+            scores = ops.where(ops.expand_dims(broken, (1, 3)), float("nan"), scores)
+        return context, scores
 
     def _check_head_subset(self):
         if self.is_sparse:
@@ -637,17 +715,30 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             return self._blockwise_attention(query, key, value), None
         if self._can_fuse(query, value, training, scores):
             return self._fused_attention(query, key, value, mask, attention_mask), None
+        return self._explicit_attention(query, key, value, mask, attention_mask, training)
+
+    def _explicit_attention(
+        self, query, key, value, mask, attention_mask, training, last_positions=False
+    ):
+        """Dense attention through the `(queries, length)` weights of each head.
+
+        With `last_positions`, the queries are the last `query.shape[1]` of
+        the `length` positions; otherwise every position is a query.
+        """
         query = self._scaled(query)
-        length = ops.shape(query)[1]
-        # (batch, heads, length_q, length_k)
-        logits = ops.einsum("bqhd,bkhd->bhqk", query, key)
+        length = ops.shape(key)[1]
+        logits = ops.einsum("bqhd,bkhd->bhqk", query, key)  # (batch, heads, queries, length)
         causal = self.attention_pattern == "causal"
         allowed = _allowed_keys(length, mask, attention_mask, causal)
         if allowed is None:
             allowed = ops.ones((1, length, length), dtype="bool")
-        allowed = ops.expand_dims(allowed, 1)  # (batch or 1, 1, 1 or length, length)
-        weights = self._masked_softmax(logits, allowed, mask, training)
-        context = ops.einsum("bhqk,bkhd->bqhd", weights, value)  # (batch, length, heads, value_dim)
+        if last_positions:
+            allowed = allowed[:, -ops.shape(query)[1] :]  # (batch or 1, 1 or queries, length)
+        allowed = ops.expand_dims(allowed, 1)  # (batch or 1, 1, 1 or queries, length)
+        weights = self._masked_softmax(
+            logits, allowed, mask, training, length if last_positions else None
+        )
+        context = ops.einsum("bhqk,bkhd->bqhd", weights, value)  # (batch, queries, heads, v_dim)
         return context, weights
 
     def _can_fuse(self, query, value, training, scores):
@@ -765,10 +856,16 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         context = ops.sum(slot_weights * gathered_values, axis=1)  # (length, batch, heads, v_dim)
         return ops.transpose(context, (1, 0, 2, 3)), weights
 
-    def _masked_softmax(self, logits, allowed, mask, training):
+    def _masked_softmax(self, logits, allowed, mask, training, length=None):
+        """Softmax weights `(batch, heads, queries, keys)` of the allowed keys, dropped out.
+
+        `length`, the sequence's length, is given when the queries are its
+        last positions only (`None`: every position is a query).
+        """
         logits = ops.cast(logits, "float32")
         if self.logit_scale == "log_length":
-            logits = logits * self._log_length(ops.shape(logits)[2], mask)
+            positions = ops.shape(logits)[2] if length is None else length
+            logits = logits * self._log_length(positions, mask)
         if self.additive_mask is None:
             logits = ops.where(allowed, logits, MASKED_LOGIT)
             weights = ops.softmax(logits, axis=-1)
@@ -777,7 +874,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         else:
             weights = ops.softmax(logits + ops.where(allowed, 0.0, self.additive_mask), axis=-1)
         weights = ops.cast(weights, self.compute_dtype)
-        return self._dropout_layer(weights, training=training)
+        if length is None:
+            return self._dropout_layer(weights, training=training)
+        return dropout_of_last_positions(self._dropout_layer, weights, length, 2, training)
 
     def _log_length(self, length, mask):
         """`log n` per example, `(batch, 1, 1, 1)`, n = unmasked positions."""
@@ -844,6 +943,15 @@ def _lookup(values, entries):
     as_positions = ops.expand_dims(ops.cast(values, "int32"), (2, 3))  # (batch, n, 1, 1)
     picked = _gather_positions(as_positions, entries)[..., 0, 0]  # (length, K, batch)
     return ops.transpose(picked, (2, 0, 1)) > 0  # (batch, length, K)
+
+
+def _without_keras_mask(inputs):
+    """`inputs` as a new tensor without a Keras mask attached.
+
+    The layer handles the mask itself, so its projections must not warn that
+    they drop it.
+    """
+    return ops.add(inputs, ops.zeros((), inputs.dtype))
 
 
 def _allowed_keys(length, mask, attention_mask, causal):

@@ -12,7 +12,7 @@ import keras
 
 from keras_attn.layers import BSARecBlock, CheckedEmbedding, PositionEmbedding
 from keras_attn.layers.bsa_rec_block import OFFICIAL_ADDITIVE_MASK
-from keras_attn.utils.validation import check_heads, check_int, renamed_arguments
+from keras_attn.utils.validation import check_bool, check_heads, check_int, renamed_arguments
 
 INITIALIZER = {"class_name": "RandomNormal", "config": {"stddev": 0.02}}
 
@@ -30,6 +30,7 @@ def build_bsarec(
     attention_dropout: float = 0.5,
     additive_mask: float | None = OFFICIAL_ADDITIVE_MASK,
     seed: int | None = None,
+    last_position_only: bool = True,
     name: str = "bsarec",
 ) -> keras.Model:
     """Builds BSARec as a functional Keras model.
@@ -59,6 +60,12 @@ def build_bsarec(
             `BSARecBlock`). `None` masks exactly instead (padded positions
             get a zero attention context).
         seed: int, seed of the dropout layers.
+        last_position_only: bool. `True` (default): the last block computes
+            the most recent position only (`BSARecBlock(last_positions=1)`),
+            the only one scored; the logits and the training are those of
+            the full model, in about half the time. `False`: every block
+            outputs every position, for reading the last block's hidden
+            states.
         name: model name.
 
     Returns:
@@ -79,6 +86,7 @@ def build_bsarec(
     num_items = check_int("num_items", num_items)
     max_sequence_length = check_int("max_sequence_length", max_sequence_length)
     num_layers = check_int("num_layers", num_layers)
+    last_position_only = check_bool("last_position_only", last_position_only)
     hidden_dim, num_heads = check_heads(hidden_dim, num_heads)
     item_ids = keras.Input(shape=(max_sequence_length,), dtype="int32", name="item_ids")
     items = CheckedEmbedding(
@@ -103,6 +111,7 @@ def build_bsarec(
             additive_mask=additive_mask,
             kernel_initializer=INITIALIZER,
             seed=seed,
+            last_positions=1 if last_position_only and index == num_layers - 1 else None,
             name=f"block_{index}",
         )(x)
     last = x[:, -1]  # (batch, hidden_dim), the most recent position
@@ -121,6 +130,7 @@ def build_sasrec(
     attention_dropout: float = 0.5,
     additive_mask: float | None = OFFICIAL_ADDITIVE_MASK,
     seed: int | None = None,
+    last_position_only: bool = True,
     name: str = "sasrec",
 ) -> keras.Model:
     """Builds the SASRec baseline: `build_bsarec` with attention-only blocks.
@@ -144,6 +154,8 @@ def build_sasrec(
         additive_mask: negative float or `None`, as in `build_bsarec`
             (defaults to the official `-10000.0`).
         seed: int, seed of the dropout layers.
+        last_position_only: bool, as in `build_bsarec`: the last block
+            computes the scored position only (default) or every position.
         name: model name.
 
     Returns:
@@ -170,5 +182,6 @@ def build_sasrec(
         attention_dropout=attention_dropout,
         additive_mask=additive_mask,
         seed=seed,
+        last_position_only=last_position_only,
         name=name,
     )

@@ -31,7 +31,19 @@ CHECKS = LayerChecks(
 )
 
 
-test_layer_contract = LayerChecks.contract_test(CHECKS)
+# The final block of a next-item model: only its last two positions are computed.
+LAST_POSITIONS_CHECKS = LayerChecks(
+    BSARecBlock,
+    {**CHECKS.init_kwargs, "last_positions": 2},
+    input_shape=(2, 6, 8),
+    expected_output_shape=(2, 2, 8),
+    bad_init_kwargs=[{"last_positions": 0}, {"last_positions": 1.5}],
+    num_params=CHECKS.num_params,
+)
+
+test_layer_contract = LayerChecks.contract_test(
+    {"BSARecBlock": CHECKS, "BSARecBlock(last_positions=2)": LAST_POSITIONS_CHECKS}
+)
 
 
 def _inputs(shape=(2, 7, 8), seed=0):

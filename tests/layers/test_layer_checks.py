@@ -20,7 +20,7 @@ class _Float16Softmax(MultiHeadSelfAttention):
     def _can_fuse(self, query, value, training, scores):
         return False  # the explicit path, whose softmax this layer breaks
 
-    def _masked_softmax(self, logits, allowed, mask, training):
+    def _masked_softmax(self, logits, allowed, mask, training, length=None):
         logits = ops.cast(logits, self.compute_dtype)  # the core's come in float32
         masked = ops.where(allowed, logits, ops.cast(MASKED_LOGIT, logits.dtype))
         return self._dropout_layer(ops.softmax(masked, axis=-1), training=training)

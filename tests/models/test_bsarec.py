@@ -141,7 +141,14 @@ def test_matches_the_official_model_on_left_padded_histories(alpha):
     for additive_mask in (-10000.0, None):
         keras.utils.set_random_seed(0)
         model = build_bsarec(
-            40, 12, hidden_dim=16, num_layers=3, alpha=alpha, cutoff=5, additive_mask=additive_mask
+            40,
+            12,
+            hidden_dim=16,
+            num_layers=3,
+            alpha=alpha,
+            cutoff=5,
+            additive_mask=additive_mask,
+            last_position_only=False,  # block_2's hidden states at every position
         )
         rng = np.random.default_rng(1)
         for weight in model.weights:  # non-trivial biases, norms and gains
