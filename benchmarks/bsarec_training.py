@@ -1,4 +1,4 @@
-"""Training throughput of BSARec and SASRec: the former way against `fit_recommender`.
+"""Training throughput of BSARec and SASRec: the former ways, and the last block at one position.
 
 Times one epoch of training plus its validation (full ranking of every item
 for every validation query) on MovieLens-100K-sized data: 1,682 items,
@@ -8,15 +8,23 @@ leave-one-out. Each model (`build_sasrec`, `build_bsarec`, official
 defaults) is trained, in the same process and after a first epoch that
 compiles:
 
-- the former way: one `model.fit` over all epochs with Keras' shuffling and
-  `RankingEarlyStopping` as a callback, one step per call, as the
-  reproduction trained before;
-- the new way: `keras_attn.recommendation.fit_recommender`, one `fit` per
-  epoch on samples shuffled by the run's own generator, its state saved
-  after the epoch, `--steps-per-execution` steps per call;
+- `former`: the model whose blocks compute every position
+  (`last_position_only=False`), trained by one `model.fit` over all epochs
+  with Keras' shuffling and `RankingEarlyStopping` as a callback, one step
+  per call, as the reproduction trained when the speed target was set;
+- `fit_recommender`: the same model trained by
+  `keras_attn.recommendation.fit_recommender`, one `fit` per epoch on
+  samples shuffled by the run's own generator, its state saved after the
+  epoch, `--steps-per-execution` steps per call;
+- `last position`: `fit_recommender` training the model whose last block
+  computes the scored position only (`last_position_only=True`, the
+  default);
 
 each with and without XLA (`jit_compile`). Prints sequences per second and,
-per model, the new way's best against the former way's best.
+per model, the best of each way against the best of the former way. Then
+checks that the last-position model trains as the full one: the running
+loss of the first `--trajectory-steps` steps (one step per call, the same
+seeds), per model and XLA choice, as the largest absolute difference.
 
     python benchmarks/bsarec_training.py [--steps 153] [--out results/benchmarks]
 
@@ -25,6 +33,7 @@ rows) to `--out`.
 """
 
 import argparse
+import functools
 import os
 import pathlib
 import tempfile
@@ -42,8 +51,9 @@ from keras_attn.recommendation import (  # noqa: E402
     fit_recommender,
     leave_one_out_split,
 )
+from keras_attn.recommendation.training import compile_recommender  # noqa: E402
 from keras_attn.utils import finish_run  # noqa: E402
-from keras_attn.utils.training import build_optimizer  # noqa: E402
+from keras_attn.utils.training import build_optimizer, ordered_batches  # noqa: E402
 
 NUM_ITEMS = 1682
 
@@ -88,7 +98,7 @@ def former_way(model, split, batch_size, jit_compile):
     return timer.ends[1] - timer.starts[1]
 
 
-def new_way(model, split, batch_size, jit_compile, steps_per_execution):
+def new_way(model, split, batch_size, jit_compile, steps):
     """Seconds of the second epoch of `fit_recommender` (with validation and state)."""
     timer = EpochTimer()
     with tempfile.TemporaryDirectory() as folder:
@@ -99,7 +109,7 @@ def new_way(model, split, batch_size, jit_compile, steps_per_execution):
             epochs=2,
             batch_size=batch_size,
             jit_compile=jit_compile,
-            steps_per_execution=steps_per_execution,
+            steps_per_execution=steps,
             state_path=pathlib.Path(folder) / "state.npz",
             callbacks=[timer],
         )
@@ -113,6 +123,47 @@ def random_split(steps, batch_size, max_sequence_length, rng):
     return leave_one_out_split(sequences, max_sequence_length)
 
 
+def first_losses(model, split, batch_size, jit_compile, steps):
+    """The running training loss after each of the first `steps` steps, one step per call."""
+    losses = []
+    record = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: losses.append(float(logs["loss"]))
+    )
+    compile_recommender(model, jit_compile=jit_compile)
+    inputs = split.train_inputs[: steps * batch_size]
+    targets = split.train_targets[: steps * batch_size]
+    model.fit(**ordered_batches(inputs, targets, batch_size), callbacks=[record], verbose=0)
+    return np.array(losses)
+
+
+def trajectory_gaps(builders, split, batch_size, steps):
+    """Per model and XLA choice: the largest loss difference, last position against full."""
+    gaps = []
+    for name, builder in builders.items():
+        for jit_compile in (False, True):
+            losses = []
+            for last_position_only in (False, True):
+                keras.utils.set_random_seed(0)
+                model = builder(last_position_only)
+                losses.append(first_losses(model, split, batch_size, jit_compile, steps))
+            gap = float(np.abs(losses[0] - losses[1]).max())
+            gaps.append({"model": name, "jit_compile": jit_compile, "max_loss_difference": gap})
+            print(f"{name} jit_compile={jit_compile}: first {steps} losses differ by {gap:.1e}")
+    return gaps
+
+
+def best_over_former(rows, name, ways):
+    """Per way: its faster XLA choice over the former way's faster one, for model `name`."""
+    best = {
+        way: max(r["sequences_per_s"] for r in rows if r["model"] == name and r["way"] == way)
+        for way in ways
+    }
+    ratios = {way: best[way] / best["former"] for way in ways if way != "former"}
+    for way, ratio in ratios.items():
+        print(f"{name}: {way} / former (each at its faster XLA choice) {ratio:.2f}")
+    return ratios
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -121,6 +172,9 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--max-sequence-length", type=int, default=50)
     parser.add_argument("--steps-per-execution", type=int, default=16)
+    parser.add_argument(
+        "--trajectory-steps", type=int, default=30, help="Steps of the loss comparison."
+    )
     parser.add_argument("--out", default="results/benchmarks", help="Folder for the JSON.")
     args = parser.parse_args(argv)
     started_at = time.time()
@@ -129,37 +183,40 @@ def main(argv=None):
         args.steps, args.batch_size, args.max_sequence_length, np.random.default_rng(0)
     )
     builders = {
-        "SASRec": lambda: build_sasrec(NUM_ITEMS, args.max_sequence_length, seed=0),
-        "BSARec": lambda: build_bsarec(NUM_ITEMS, args.max_sequence_length, seed=0),
-    }
-    ways = {
-        "former": lambda model, jit: former_way(model, split, args.batch_size, jit),
-        "new": lambda model, jit: new_way(
-            model, split, args.batch_size, jit, args.steps_per_execution
+        "SASRec": lambda last: build_sasrec(
+            NUM_ITEMS, args.max_sequence_length, seed=0, last_position_only=last
         ),
+        "BSARec": lambda last: build_bsarec(
+            NUM_ITEMS, args.max_sequence_length, seed=0, last_position_only=last
+        ),
+    }
+    recommender = functools.partial(
+        new_way, split=split, batch_size=args.batch_size, steps=args.steps_per_execution
+    )
+    # way -> (train(model, jit_compile) -> seconds, whether the last block scores one position)
+    ways = {
+        "former": (functools.partial(former_way, split=split, batch_size=args.batch_size), False),
+        "fit_recommender": (recommender, False),
+        "last position": (recommender, True),
     }
     rows = []
     for name, builder in builders.items():
-        for way, train in ways.items():
+        for way, (train, last_position_only) in ways.items():
             for jit_compile in (False, True):
                 keras.utils.set_random_seed(0)
-                speed = len(split.train_targets) / train(builder(), jit_compile)
+                seconds = train(builder(last_position_only), jit_compile=jit_compile)
+                speed = len(split.train_targets) / seconds
                 row = {"model": name, "way": way, "jit_compile": jit_compile}
                 rows.append({**row, "sequences_per_s": speed})
                 print(f"{name} {way} jit_compile={jit_compile}: {speed:.0f} sequences/s")
-    speedups = {}
-    for name in builders:
-        best = {
-            way: max(r["sequences_per_s"] for r in rows if r["model"] == name and r["way"] == way)
-            for way in ways
-        }
-        speedups[name] = best["new"] / best["former"]
-        print(f"{name}: new way / former way (each at its faster XLA choice) {speedups[name]:.2f}")
+    speedups = {name: best_over_former(rows, name, ways) for name in builders}
+    gaps = trajectory_gaps(builders, split, args.batch_size, args.trajectory_steps)
     config = {
         "steps": args.steps,
         "batch_size": args.batch_size,
         "max_sequence_length": args.max_sequence_length,
         "steps_per_execution": args.steps_per_execution,
+        "trajectory_steps": args.trajectory_steps,
         "train_samples": len(split.train_targets),
         "valid_queries": len(split.valid_targets),
     }
@@ -168,6 +225,7 @@ def main(argv=None):
         "load_average_at_start": load_at_start,
         "rows": rows,
         "speedup": speedups,
+        "trajectory": gaps,
     }
     finish_run(
         args.out,

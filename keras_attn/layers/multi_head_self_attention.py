@@ -504,7 +504,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         length = static_size(inputs.shape[1])
         if length is not None and count > length:
             raise ValueError(
-                f"`count` must be at most the length of `inputs` ({length}). Received: count={count}"
+                f"`count` must be at most the length of `inputs` ({length}). "
+                f"Received: count={count}"
             )
         check_shape("mask", mask, (inputs.shape[0], inputs.shape[1]))
         inputs = _without_keras_mask(inputs)

@@ -1,4 +1,4 @@
-"""The BSARec training benchmark's smoke run measures both ways side by side."""
+"""The BSARec training benchmark's smoke run measures every way side by side."""
 
 import json
 
@@ -6,22 +6,30 @@ import keras
 import pytest
 
 
-# Eight tiny trainings, each compiled once.
+# Twelve tiny trainings, each compiled once, and eight short ones for the losses.
 @pytest.mark.slow
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="One backend is enough.")
-def test_small_run_times_the_former_and_the_new_way(tmp_path, load_benchmark):
+def test_small_run_times_every_way_and_compares_the_losses(tmp_path, load_benchmark):
     benchmark = load_benchmark("bsarec_training")
     options = ["--steps", "2", "--batch-size", "8", "--max-sequence-length", "6"]
-    benchmark.main([*options, "--steps-per-execution", "2", "--out", str(tmp_path)])
+    benchmark.main(
+        [*options, "--steps-per-execution", "2", "--trajectory-steps", "2", "--out", str(tmp_path)]
+    )
     data = json.loads((tmp_path / "bsarec_training.json").read_text())
     assert data["meta"]["setting"] == "benchmark"
     rows = data["results"]["rows"]
     assert [(r["model"], r["way"], r["jit_compile"]) for r in rows] == [
         (model, way, jit)
         for model in ("SASRec", "BSARec")
-        for way in ("former", "new")
+        for way in ("former", "fit_recommender", "last position")
         for jit in (False, True)
     ]
     assert all(r["sequences_per_s"] > 0 for r in rows)
     assert sorted(data["results"]["speedup"]) == ["BSARec", "SASRec"]
+    assert sorted(data["results"]["speedup"]["BSARec"]) == ["fit_recommender", "last position"]
+    gaps = data["results"]["trajectory"]
+    assert [(g["model"], g["jit_compile"]) for g in gaps] == [
+        (model, jit) for model in ("SASRec", "BSARec") for jit in (False, True)
+    ]
+    assert all(g["max_loss_difference"] < 1e-5 for g in gaps)
     assert data["results"]["config"]["train_samples"] == 12  # 2 users, 6 prefixes each
