@@ -741,9 +741,27 @@ def attention_speed_jax_over_tensorflow(results):
 
 @_benchmark_rows("bsarec_training", ["model", "way", "XLA", "sequences/s"])
 def bsarec_training_benchmark(row):
-    """Training sequences/s per model: the former way and `fit_recommender`, XLA on and off."""
+    """Training sequences/s per model and way, XLA on and off."""
     jit_compile = "on" if row["jit_compile"] else "off"
     return [row["model"], row["way"], jit_compile, f"{row['sequences_per_s']:,.0f}"]
+
+
+def bsarec_training_speedup(results):
+    """Per model: each way's best over the former way's best, and the loss check."""
+    data = results("benchmarks/bsarec_training")["results"]
+    rows = [
+        [model, way, f"{ratio:.2f}x"]
+        for model, ratios in data["speedup"].items()
+        for way, ratio in ratios.items()
+    ]
+    speed = markdown_table(["model", "way", "best / former way's best"], rows)
+    steps = data["config"]["trajectory_steps"]
+    gaps = [
+        [g["model"], "on" if g["jit_compile"] else "off", f"{g['max_loss_difference']:.1e}"]
+        for g in data["trajectory"]
+    ]
+    header = ["model", "XLA", f"largest loss difference, first {steps} steps"]
+    return speed + "\n\n" + markdown_table(header, gaps)
 
 
 def _mib(value):
@@ -1062,6 +1080,7 @@ TABLES = {
     "attention-speed": attention_speed,
     "attention-speed-jax-over-tensorflow": attention_speed_jax_over_tensorflow,
     "bsarec-training-benchmark": bsarec_training_benchmark,
+    "bsarec-training-speedup": bsarec_training_speedup,
     "logsparse-benchmark-jax": logsparse_benchmark("jax"),
     "logsparse-benchmark-tensorflow": logsparse_benchmark("tensorflow"),
     "logsparse-benchmark-targets": logsparse_benchmark_targets,

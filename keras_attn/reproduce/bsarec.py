@@ -69,8 +69,10 @@ SETTINGS = {
 ALPHAS = (0.1, 0.3, 0.5, 0.7, 0.9)
 CUTOFFS = (1, 3, 5, 7, 9)
 SEARCH_CUTOFF = 3  # c while alpha is searched
-# Measured (benchmarks/bsarec_training.py): XLA speeds BSARec's training up
-# and slows SASRec's down on CPU; "auto" picks the faster per model.
+# "auto": measured the former way (benchmarks/bsarec_training.py), XLA trained
+# BSARec faster and SASRec slower on CPU. With `fit_recommender` XLA is slower
+# for both, but XLA draws other dropout masks, and a protocol's state folder
+# records the choice for all its runs: "auto" keeps it.
 AUTO_JIT = {"SASRec": False, "BSARec": True}
 STATE_FOLDER = "bsarec-state"
 # Training steps per call into the compiled step: the same steps, less time between
@@ -133,7 +135,7 @@ def add_arguments(parser):
         "--jit-compile",
         choices=("auto", "on", "off"),
         default="auto",
-        help="Train with XLA: auto (BSARec on, SASRec off: the faster on CPU), on or off.",
+        help="Train with XLA: auto (BSARec on, SASRec off), on or off.",
     )
     parser.add_argument(
         "--workers",
