@@ -519,17 +519,17 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             training=training,
             last_positions=True,
         )
-        context, _ = self._attend(query, key, value, mask, None, attention)
+        context, _ = self._attend(query, key, value, mask, None, attention, last_positions=True)
         return self._output_dense(context)  # (batch, count, output_dim)
 
-    def _attend(self, query, key, value, mask, attention_mask, attention):
+    def _attend(self, query, key, value, mask, attention_mask, attention, last_positions=False):
         """`attention(query, key, value)` with the keys hidden that no query may read.
 
         Returns `(context, scores)`. float16 queries and keys become float32
         (float16 overflows at 65504; bfloat16 has float32's range and keeps
-        its dtype). The queries are the last `query.shape[1]` positions;
-        those that see a position that is not finite get NaN outputs (see
-        `_hide_keys`).
+        its dtype). Queries that see a position that is not finite get NaN
+        outputs (see `_hide_keys`). With `last_positions`, the queries are
+        the last `query.shape[1]` positions; otherwise every position is one.
         """
         if keras.backend.standardize_dtype(query.dtype) == "float16":
             query, key = ops.cast(query, "float32"), ops.cast(key, "float32")
@@ -537,7 +537,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         context, scores = attention(query, key, value)
         if broken is None:
             return context, scores
-        broken = broken[:, -ops.shape(query)[1] :]  # (batch, queries) or (batch, 1)
+        if last_positions:
+            broken = broken[:, -ops.shape(query)[1] :]  # (batch, queries) or (batch, 1)
         context = ops.where(ops.expand_dims(broken, (2, 3)), float("nan"), context)
         if scores is not None:
             scores = ops.where(ops.expand_dims(broken, (1, 3)), float("nan"), scores)

@@ -50,6 +50,17 @@ def test_core_last_positions_are_the_calls_last_positions(options, count, traini
     assert_allclose(got, expected, atol=1e-5)
 
 
+def test_core_last_positions_keep_the_calls_nan_rows():
+    # Under the causal pattern, the queries from position 5 on see the NaN key.
+    full, last = _twins(lambda: MultiHeadSelfAttention(2, 4, attention_pattern="causal"))
+    x = _inputs()
+    x[0, 5, 2] = np.nan
+    expected = to_numpy(full(x))[:, -3:]
+    got = to_numpy(last.attend_last_positions(x, 3))
+    assert np.isnan(expected[0, 1:]).all() and np.isfinite(expected[0, 0]).all()
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "arguments, message",
     [({"count": 0}, "count"), ({"count": 8}, "at most the length"), ({"count": 1.5}, "count")],
