@@ -37,6 +37,7 @@ LAST_POSITIONS_CHECKS = LayerChecks(
     {**CHECKS.init_kwargs, "last_positions": 2},
     input_shape=(2, 6, 8),
     expected_output_shape=(2, 2, 8),
+    dynamic_axes=(),  # the output has last_positions positions whatever the length
     bad_init_kwargs=[{"last_positions": 0}, {"last_positions": 1.5}],
     num_params=CHECKS.num_params,
 )
