@@ -371,6 +371,9 @@ class Report:
         }
 
     def add(self, result):
+        # The search's c = 3 run at the best alpha is one of the alpha runs: counted once.
+        if any(run["name"] == result["name"] for run in self.finished):
+            return
         self.finished.append(result)
         results = {**self.header(), "partial": True, "finished_runs": self.finished}
         setting = "fast" if self.size == "small" else self.size

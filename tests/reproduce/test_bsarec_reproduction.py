@@ -93,3 +93,17 @@ def test_a_diverged_training_is_an_error_not_a_perfect_score():
     assert fitted["best_epoch"] is None
     with pytest.raises(ValueError, match=r"diverged.*Received: learning_rate=1e\+30"):
         bsarec.check_converged(fitted, 1e30)
+
+
+def test_the_partial_results_count_a_run_of_both_search_stages_once(tmp_path):
+    args = _args()
+    args.out = str(tmp_path)
+    config = bsarec.protocol(args, bsarec.SETTINGS["fast"])
+    report = bsarec.Report(args, "fast", config, started_at=0.0)
+    shared = {**bsarec.run_spec("BSARec", 0, 0.1, 3, 2, "search"), "seconds": 5.0}
+    other = {**bsarec.run_spec("BSARec", 0, 0.1, 5, 2, "search"), "seconds": 7.0}
+    for run in (shared, other, shared):  # the alpha stage, then the c stage
+        report.add(run)
+    partial = json.loads((tmp_path / "bsarec-partial.json").read_text())
+    assert [run["cutoff"] for run in partial["finished_runs"]] == [3, 5]
+    assert partial["train_seconds_all_runs"] == 12.0
