@@ -349,18 +349,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         query, key = self.project_queries_and_keys(inputs, mask)
         value = self._value_dense(inputs)  # (batch, length, heads, value_dim)
         if self.is_sparse:
-            attention = functools.partial(
-                self._sparse_attention, mask=mask, attention_mask=attention_mask, training=training
-            )
+            attention = self._sparse_attention
         else:
-            attention = functools.partial(
-                self._dense_attention,
-                mask=mask,
-                attention_mask=attention_mask,
-                training=training,
-                scores=return_attention_scores,
-            )
-        context, scores = self._attend(query, key, value, mask, attention_mask, attention)
+            attention = functools.partial(self._dense_attention, scores=return_attention_scores)
+        context, scores = self._attend(
+            query, key, value, mask, attention_mask, attention, training=training
+        )
         if head_mask is not None:
             context = context * self._broadcast_head_mask(head_mask, context.dtype)
         output = self._output_dense(context)  # (batch, length, output_dim)
@@ -446,10 +440,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         query = _project_heads(self._query_dense, inputs, heads)  # (batch, length, h, key_dim)
         key = _project_heads(self._key_dense, inputs, heads)  # (batch, length, h, key_dim)
         value = _project_heads(self._value_dense, inputs, heads)  # (batch, length, h, value_dim)
-        attention = functools.partial(
-            self._dense_attention, mask=mask, attention_mask=None, training=training, scores=False
+        context, _ = self._attend(
+            query, key, value, mask, None, self._dense_attention, training=training, scores=False
         )
-        context, _ = self._attend(query, key, value, mask, None, attention)
         if head_mask is not None:
             context = context * ops.cast(head_mask, context.dtype)[:, None, :, None]
         output = self._output_dense
@@ -512,32 +505,36 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         query, key = self.project_queries_and_keys(inputs, mask)
         query = query[:, -count:]  # (batch, count, heads, key_dim)
         value = self._value_dense(inputs)  # (batch, length, heads, value_dim)
-        attention = functools.partial(
+        context, _ = self._attend(
+            query,
+            key,
+            value,
+            mask,
+            None,
             self._explicit_attention,
-            mask=mask,
-            attention_mask=None,
             training=training,
             last_positions=True,
         )
-        context, _ = self._attend(query, key, value, mask, None, attention, last_positions=True)
         return self._output_dense(context)  # (batch, count, output_dim)
 
-    def _attend(self, query, key, value, mask, attention_mask, attention, last_positions=False):
-        """`attention(query, key, value)` with the keys hidden that no query may read.
+    def _attend(self, query, key, value, mask, attention_mask, attention, **options):
+        """`attention(query, key, value, mask, attention_mask, **options)`, keys hidden.
 
         Returns `(context, scores)`. float16 queries and keys become float32
         (float16 overflows at 65504; bfloat16 has float32's range and keeps
-        its dtype). Queries that see a position that is not finite get NaN
-        outputs (see `_hide_keys`). With `last_positions`, the queries are
-        the last `query.shape[1]` positions; otherwise every position is one.
+        its dtype); the keys no query may read are hidden, and queries that
+        see a position that is not finite get NaN outputs (see
+        `_hide_keys`). With the option `last_positions=True`, the queries
+        are the last `query.shape[1]` positions; otherwise every position is
+        one.
         """
         if keras.backend.standardize_dtype(query.dtype) == "float16":
             query, key = ops.cast(query, "float32"), ops.cast(key, "float32")
         key, value, broken = self._hide_keys(key, value, mask, attention_mask)
-        context, scores = attention(query, key, value)
+        context, scores = attention(query, key, value, mask, attention_mask, **options)
         if broken is None:
             return context, scores
-        if last_positions:
+        if options.get("last_positions", False):
             broken = broken[:, -ops.shape(query)[1] :]  # (batch, queries) or (batch, 1)
         context = ops.where(ops.expand_dims(broken, (2, 3)), float("nan"), context)
         if scores is not None:
