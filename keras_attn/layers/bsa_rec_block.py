@@ -225,8 +225,13 @@ class BSARecBlock(keras.layers.Layer):
         residual = inputs if last is None else inputs[:, -last:]  # (batch, positions, dim)
         mixed = 0.0
         if self.uses_filter:
-            filtered = self.fourier_filter(inputs, training=training)  # (batch, length, dim)
-            mixed = self.alpha * (filtered if last is None else filtered[:, -last:])
+            if last is None:
+                filtered = self.fourier_filter(inputs, training=training)
+            else:
+                filtered = self.fourier_filter.filter_last_positions(
+                    inputs, last, training=training
+                )
+            mixed = self.alpha * filtered  # (batch, positions, dim)
         if self.uses_attention:
             if last is None:
                 attended = self.attention(inputs, mask=mask, training=training)

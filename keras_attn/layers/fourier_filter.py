@@ -7,6 +7,7 @@ weight rescales the high frequencies before a residual connection and
 LayerNorm.
 """
 
+import functools
 import math
 
 import keras
@@ -15,6 +16,7 @@ from keras import ops
 
 from keras_attn._typing import Initializer, Tensor
 from keras_attn.layers._config import argument_config
+from keras_attn.layers._dropout import dropout_of_last_positions
 from keras_attn.utils.validation import (
     check_int,
     check_optional_int,
@@ -193,12 +195,57 @@ class FourierFilter(keras.layers.Layer):
         check_shape("mask", mask, (inputs.shape[0], inputs.shape[1]))
         if static_size(inputs.shape[1]) == 0:
             return self.layer_norm(inputs)
-        low = self.low_pass(inputs)
-        high = inputs - low
+        return self._filtered(inputs, self.low_pass(inputs), self.dropout_layer, training)
+
+    def filter_last_positions(
+        self, inputs: Tensor, count: int = 1, training: bool | None = None
+    ) -> Tensor:
+        """The filter's outputs at the last `count` positions only.
+
+        What `call(inputs, training=training)[:, -count:]` returns (the low
+        part still mixes every position), from the last `count` rows of the
+        low-pass matrix: the norm and the rest run at those positions only.
+        Active dropout draws its mask for the whole sequence and keeps the
+        last positions, so the random stream is that of the full call. A
+        hook for a model's final block that scores its last position only.
+
+        Args:
+            inputs: `(batch, length, dim)`.
+            count: int in `[1, length]`, how many last positions to compute.
+            training: bool, whether dropout is active.
+
+        Returns:
+            `(batch, count, dim)`.
+
+        Example:
+
+        >>> layer = FourierFilter(cutoff=3)
+        >>> x = np.random.normal(size=(2, 10, 8))
+        >>> bool(np.allclose(layer(x)[:, -1:], layer.filter_last_positions(x), atol=1e-5))
+        True
+        """
+        check_shape("inputs", inputs, (None, None, self._input_dim))
+        count = check_int("count", count)
+        length = static_size(inputs.shape[1])
+        if length is None:  # the filter of a length known when run: computed whole
+            return self(inputs, training=training)[:, -count:]
+        if count > length:
+            raise ValueError(
+                f"`count` must be at most the length of `inputs` ({length}). "
+                f"Received: count={count}"
+            )
+        inputs = ops.convert_to_tensor(inputs)
+        rows = ops.convert_to_tensor(self._low_pass_matrix(length)[-count:], "float32")
+        low = ops.matmul(rows, ops.cast(inputs, "float32"))  # (batch, count, dim)
+        dropout = functools.partial(dropout_of_last_positions, self.dropout_layer, length=length)
+        last = inputs[:, -count:]  # (batch, count, dim)
+        return self._filtered(last, ops.cast(low, inputs.dtype), dropout, training)
+
+    def _filtered(self, inputs, low, dropout, training):
+        """`LayerNorm(dropout(low + beta * (inputs - low)) + inputs)`."""
         beta = ops.cast(ops.square(self.sqrt_beta), inputs.dtype)  # (dim,)
-        filtered = low + beta * high
-        filtered = self.dropout_layer(filtered, training=training)
-        return self.layer_norm(filtered + inputs)
+        filtered = low + beta * (inputs - low)
+        return self.layer_norm(dropout(filtered, training=training) + inputs)
 
     def compute_mask(self, inputs, mask=None):
         return mask

@@ -502,8 +502,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             )
         check_shape("mask", mask, (inputs.shape[0], inputs.shape[1]))
         inputs = _without_keras_mask(inputs)
-        query, key = self.project_queries_and_keys(inputs, mask)
-        query = query[:, -count:]  # (batch, count, heads, key_dim)
+        if self._projects_each_position():
+            query = self._query_dense(inputs[:, -count:])  # (batch, count, heads, key_dim)
+            key = self._key_dense(inputs)  # (batch, length, heads, key_dim)
+        else:  # a projection that mixes positions sees the whole sequence
+            query, key = self.project_queries_and_keys(inputs, mask)
+            query = query[:, -count:]  # (batch, count, heads, key_dim)
         value = self._value_dense(inputs)  # (batch, length, heads, value_dim)
         context, _ = self._attend(
             query,
@@ -541,17 +545,21 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             scores = ops.where(ops.expand_dims(broken, (1, 3)), float("nan"), scores)
         return context, scores
 
+    def _projects_each_position(self):
+        """Whether the layer projects with the core's own position-wise projections."""
+        own = MultiHeadSelfAttention.project_queries_and_keys
+        return type(self).project_queries_and_keys is own and all(
+            type(dense) is _ProjectionDense
+            for dense in (self._query_dense, self._key_dense, self._value_dense, self._output_dense)
+        )
+
     def _check_head_subset(self):
         if self.is_sparse:
             raise ValueError(
                 "`attend_heads` supports the dense patterns only. "
                 f"Received: attention_pattern={self.attention_pattern!r}"
             )
-        own = MultiHeadSelfAttention.project_queries_and_keys
-        if type(self).project_queries_and_keys is not own or not all(
-            type(dense) is _ProjectionDense
-            for dense in (self._query_dense, self._key_dense, self._value_dense, self._output_dense)
-        ):
+        if not self._projects_each_position():
             raise ValueError(
                 "`attend_heads` needs the core's own projections. "
                 f"Received: a {type(self).__name__} that projects differently"

@@ -5,7 +5,13 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_attn.layers import BSARecBlock, LogSparsePattern, MultiHeadSelfAttention
+from keras_attn.layers import (
+    BSARecBlock,
+    ConvolutionalSelfAttention,
+    FourierFilter,
+    LogSparsePattern,
+    MultiHeadSelfAttention,
+)
 from keras_attn.models import build_bsarec
 from keras_attn.recommendation.training import compile_recommender
 from keras_attn.testing.arrays import assert_allclose, to_numpy
@@ -48,6 +54,33 @@ def test_core_last_positions_are_the_calls_last_positions(options, count, traini
     got = to_numpy(last.attend_last_positions(x, count, mask=mask, training=training))
     assert got.shape == (3, count, 8)
     assert_allclose(got, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_a_projection_that_mixes_positions_sees_the_whole_sequence(training):
+    # The queries of a causal convolution read the positions before the last ones.
+    full, last = _twins(
+        lambda: ConvolutionalSelfAttention(2, 4, kernel_size=3, dropout=0.4, seed=5)
+    )
+    x = _inputs()
+    expected = to_numpy(full(x, mask=MASK, training=training))[:, -2:]
+    got = to_numpy(last.attend_last_positions(x, 2, mask=MASK, training=training))
+    assert_allclose(got, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("count", [1, 3])
+@pytest.mark.parametrize("training", [False, True])
+def test_filter_last_positions_are_the_filters(count, training):
+    full, last = _twins(lambda: FourierFilter(cutoff=5, dropout=0.4, seed=4))
+    x = _inputs()
+    expected = to_numpy(full(x, training=training))[:, -count:]
+    got = to_numpy(last.filter_last_positions(x, count, training=training))
+    assert_allclose(got, expected, atol=1e-5)
+
+
+def test_filter_refuses_more_last_positions_than_the_length():
+    with pytest.raises(ValueError, match="at most the length"):
+        FourierFilter().filter_last_positions(_inputs(), 8)
 
 
 def test_core_last_positions_keep_the_calls_nan_rows():
