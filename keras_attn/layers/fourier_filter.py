@@ -234,7 +234,7 @@ class FourierFilter(keras.layers.Layer):
                 f"`count` must be at most the length of `inputs` ({length}). "
                 f"Received: count={count}"
             )
-        inputs = ops.convert_to_tensor(inputs)
+        inputs = ops.convert_to_tensor(inputs, self.compute_dtype)
         rows = ops.convert_to_tensor(self._low_pass_matrix(length)[-count:], "float32")
         low = ops.matmul(rows, ops.cast(inputs, "float32"))  # (batch, count, dim)
         dropout = functools.partial(dropout_of_last_positions, self.dropout_layer, length=length)
