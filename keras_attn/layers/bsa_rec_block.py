@@ -23,12 +23,12 @@ from keras_attn.utils.validation import (
     check_divisible,
     check_float,
     check_int,
+    check_last_positions,
     check_optional_int,
     check_positive,
     check_rate,
     check_shape,
     feature_spec,
-    static_size,
 )
 
 DEFAULT_KERNEL_INITIALIZER = {"class_name": "RandomNormal", "config": {"stddev": 0.02}}
@@ -220,7 +220,8 @@ class BSARecBlock(keras.layers.Layer):
         self, inputs: Tensor, mask: Tensor | None = None, training: bool | None = None
     ) -> Tensor:
         check_shape("mask", mask, (inputs.shape[0], inputs.shape[1]))
-        self._check_last_positions(inputs.shape[1])
+        if self.last_positions is not None:
+            check_last_positions("last_positions", self.last_positions, inputs.shape[1])
         last = self.last_positions
         residual = inputs if last is None else inputs[:, -last:]  # (batch, positions, dim)
         mixed = 0.0
@@ -243,14 +244,6 @@ class BSARecBlock(keras.layers.Layer):
             mixed = mixed + (1.0 - self.alpha) * attended
         hidden = self.output_dense(self.intermediate_dense(mixed))
         return self.output_norm(self._dropout(hidden, inputs, training) + mixed)
-
-    def _check_last_positions(self, length):
-        length = static_size(length)
-        if self.last_positions is not None and length is not None and self.last_positions > length:
-            raise ValueError(
-                f"`last_positions` must be at most the length of the inputs ({length}). "
-                f"Received: last_positions={self.last_positions}"
-            )
 
     def _dropout(self, outputs, inputs, training):
         """The block's dropout of `outputs`, with the mask of the whole sequence of `inputs`."""

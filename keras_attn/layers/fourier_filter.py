@@ -19,6 +19,7 @@ from keras_attn.layers._config import argument_config
 from keras_attn.layers._dropout import dropout_of_last_positions
 from keras_attn.utils.validation import (
     check_int,
+    check_last_positions,
     check_optional_int,
     check_positive,
     check_rate,
@@ -225,15 +226,10 @@ class FourierFilter(keras.layers.Layer):
         True
         """
         check_shape("inputs", inputs, (None, None, self._input_dim))
-        count = check_int("count", count)
+        count = check_last_positions("count", count, inputs.shape[1])
         length = static_size(inputs.shape[1])
         if length is None:  # the filter of a length known when run: computed whole
             return self(inputs, training=training)[:, -count:]
-        if count > length:
-            raise ValueError(
-                f"`count` must be at most the length of `inputs` ({length}). "
-                f"Received: count={count}"
-            )
         inputs = ops.convert_to_tensor(inputs, self.compute_dtype)
         rows = ops.convert_to_tensor(self._low_pass_matrix(length)[-count:], "float32")
         low = ops.matmul(rows, ops.cast(inputs, "float32"))  # (batch, count, dim)

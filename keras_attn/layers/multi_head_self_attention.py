@@ -26,6 +26,7 @@ from keras_attn.utils.validation import (
     check_choice,
     check_float,
     check_int,
+    check_last_positions,
     check_optional_int,
     check_positive,
     check_rate,
@@ -493,13 +494,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 f"Received: attention_pattern={self.attention_pattern!r}"
             )
         check_shape("inputs", inputs, (None, None, self._input_dim))
-        count = check_int("count", count)
-        length = static_size(inputs.shape[1])
-        if length is not None and count > length:
-            raise ValueError(
-                f"`count` must be at most the length of `inputs` ({length}). "
-                f"Received: count={count}"
-            )
+        count = check_last_positions("count", count, inputs.shape[1])
         check_shape("mask", mask, (inputs.shape[0], inputs.shape[1]))
         inputs = _without_keras_mask(inputs)
         if self._projects_each_position():

@@ -33,6 +33,21 @@ def check_int(name, value, minimum=1):
     return int(value)
 
 
+def check_last_positions(name, value, length):
+    """`value`, a count of last positions: checked by `check_int`, at most `length` if known.
+
+    `length` is a sequence length, an int, `None` or a dynamic size.
+    """
+    value = check_int(name, value)
+    length = static_size(length)
+    if length is not None and value > length:
+        raise ValueError(
+            f"`{name}` must be at most the length of the inputs ({length}). "
+            f"Received: {name}={value}"
+        )
+    return value
+
+
 def check_optional_int(name, value, minimum=1):
     """`None`, or `value` checked by `check_int`."""
     return None if value is None else check_int(name, value, minimum)
