@@ -69,11 +69,11 @@ SETTINGS = {
 ALPHAS = (0.1, 0.3, 0.5, 0.7, 0.9)
 CUTOFFS = (1, 3, 5, 7, 9)
 SEARCH_CUTOFF = 3  # c while alpha is searched
-# "auto": measured the former way (benchmarks/bsarec_training.py), XLA trained
-# BSARec faster and SASRec slower on CPU. With `fit_recommender` XLA is slower
-# for both, but XLA draws other dropout masks, and a protocol's state folder
-# records the choice for all its runs: "auto" keeps it.
-AUTO_JIT = {"SASRec": False, "BSARec": True}
+# "auto": the faster choice on CPU with the last block at the scored position
+# (benchmarks/bsarec_training.py): without XLA for both models. XLA draws other
+# dropout masks, so the choice is part of a run's result; a protocol's state
+# folder records it for all its runs.
+AUTO_JIT = {"SASRec": False, "BSARec": False}
 STATE_FOLDER = "bsarec-state"
 # Training steps per call into the compiled step: the same steps, less time between
 # them (benchmarks/bsarec_training.py); torch runs one step per call.
@@ -135,7 +135,7 @@ def add_arguments(parser):
         "--jit-compile",
         choices=("auto", "on", "off"),
         default="auto",
-        help="Train with XLA: auto (BSARec on, SASRec off), on or off.",
+        help="Train with XLA: auto (off for both models, the faster on CPU), on or off.",
     )
     parser.add_argument(
         "--workers",
