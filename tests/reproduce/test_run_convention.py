@@ -1,7 +1,12 @@
 import argparse
 import inspect
 import json
+import os
 import pathlib
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -75,3 +80,54 @@ def test_a_run_time_is_an_order_of_magnitude():
     assert Reproduction(*fields, seeds=True).full_time == "several minutes"
     with pytest.raises(ValueError, match=r"Received: full_time='1652 s \(measured at load 1.4\)'"):
         Reproduction(*fields[:3], "1652 s (measured at load 1.4)", "index.md", seeds=True)
+
+
+WORKER_SCRIPT = """
+import os, pathlib, sys, time
+from keras_attn.reproduce._run import run_in_workers
+
+def train(folder, name):
+    pathlib.Path(folder, name).write_text(str(os.getpid()))
+    time.sleep(120)
+
+if __name__ == "__main__":
+    run_in_workers(train, [(sys.argv[1], "a"), (sys.argv[1], "b")], workers=2)
+"""
+
+
+def _alive(pid):
+    """Whether process `pid` runs: an ended one may linger as a zombie until it is reaped."""
+    stat = pathlib.Path(f"/proc/{pid}/stat")
+    if stat.parent.parent.is_dir() and pathlib.Path("/proc/self").exists():
+        return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _wait_for(condition, seconds):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return condition()
+
+
+def test_workers_end_with_a_killed_parent(tmp_path):
+    script = tmp_path / "run.py"
+    script.write_text(WORKER_SCRIPT)
+    parent = subprocess.Popen([sys.executable, str(script), str(tmp_path)])
+    try:
+        files = [tmp_path / "a", tmp_path / "b"]
+        assert _wait_for(lambda: all(f.exists() and f.read_text() for f in files), 120)
+        workers = [int(f.read_text()) for f in files]
+        parent.send_signal(signal.SIGKILL)  # no cleanup runs in the parent
+        parent.wait()
+        assert _wait_for(lambda: not any(map(_alive, workers)), 10)
+    finally:
+        parent.kill()
+        for f in tmp_path.glob("[ab]"):
+            pid = int(f.read_text() or 0)
+            if pid and _alive(pid):
+                os.kill(pid, signal.SIGKILL)
