@@ -275,6 +275,24 @@ def bsarec_differences(data):
     return markdown_table(["difference (per seed)", *BSAREC_METRICS], rows)
 
 
+@_result_table
+def bsarec_search(data):
+    """The α and c candidates of BSARec's search, by stage, the chosen pair in bold.
+
+    The run at c = 3 and the best α belongs to both stages; it is listed once.
+    """
+    chosen = data["search"]["chosen"]
+    rows, seen = [], set()
+    for run in data["search"]["candidates"]:
+        if (run["alpha"], run["cutoff"]) in seen:
+            continue
+        seen.add((run["alpha"], run["cutoff"]))
+        cells = [run["alpha"], run["cutoff"], f"{run['best_valid_ndcg20']:.4f}", run["epochs_run"]]
+        bold = [run["alpha"], run["cutoff"]] == chosen
+        rows.append([f"**{cell}**" if bold else cell for cell in cells])
+    return markdown_table(["α", "c", "best validation NDCG@20", "epochs run"], rows)
+
+
 def _benchmark_rows(name, header):
     """Turns `cells(row)` into the table of `results/benchmarks/NAME.json`, a row per result."""
 
@@ -1088,6 +1106,7 @@ TABLES = {
     "bsarec-fast": bsarec("bsarec-fast"),
     "bsarec-full": bsarec("bsarec-full"),
     "bsarec-full-differences": bsarec_differences("bsarec-full"),
+    "bsarec-full-search": bsarec_search("bsarec-full"),
     "fourier-filter-benchmark": fourier_filter,
     "ffn-memories-fast": ffn_memories("ffn-memories-fast"),
     "ffn-memories-full": ffn_memories("ffn-memories-full"),
