@@ -99,3 +99,18 @@ def test_runs_table_lists_a_run_as_pending_until_its_file_is_committed(tmp_path)
     (tmp_path / "pruning.json").write_text(json.dumps({"meta": {"command": script, **meta}}))
     rows = TABLES["benchmark-runs"](docs_tables.Results(tmp_path)).splitlines()
     assert "| `benchmarks/head_pruning.py` | `results/pruning.json` (12 s) |" in rows
+
+
+def test_bsarec_search_lists_the_shared_run_once_and_bolds_the_choice():
+    def run(alpha, cutoff, ndcg):
+        return {"alpha": alpha, "cutoff": cutoff, "best_valid_ndcg20": ndcg, "epochs_run": 15}
+
+    # The alpha stage at c = 3, then the c stage at the best alpha, which repeats (0.1, 3).
+    candidates = [run(0.1, 3, 0.14), run(0.3, 3, 0.13), run(0.1, 1, 0.15), run(0.1, 3, 0.14)]
+    data = {"search": {"chosen": [0.1, 1], "candidates": candidates}}
+    rows = TABLES["bsarec-full-search"](lambda stem: data).splitlines()[2:]
+    assert rows == [
+        "| 0.1 | 3 | 0.1400 | 15 |",
+        "| 0.3 | 3 | 0.1300 | 15 |",
+        "| **0.1** | **1** | **0.1500** | **15** |",
+    ]
