@@ -10,7 +10,6 @@ import concurrent.futures
 import multiprocessing
 import os
 import threading
-import time
 
 import numpy as np
 
@@ -18,8 +17,6 @@ from keras_attn.utils.results import finish_run, is_small_run
 from keras_attn.utils.validation import int_option
 
 SETTING_NAMES = ("small", "fast", "full")
-# How often a worker of `run_in_workers` checks that its parent process lives.
-PARENT_CHECK_SECONDS = 0.5
 
 
 def setting_name(args):
@@ -103,9 +100,9 @@ def run_in_workers(function, jobs, workers, on_result=None):
     (spawned) processes of one compute thread each on TensorFlow and torch:
     the runs of these small models each keep about one core busy. A job
     must seed itself, so that where it runs does not change its result. A
-    worker ends within a second of its parent process, however the parent
-    ended: a killed run leaves no job training on, which a rerun resuming
-    the same state would otherwise train a second time beside it.
+    worker ends with its parent process, however the parent ended: a
+    killed run leaves no job training on, which a rerun resuming the same
+    state would otherwise train a second time beside it.
 
     Args:
         function: a module-level function (it is pickled for the workers).
@@ -129,7 +126,6 @@ def run_in_workers(function, jobs, workers, on_result=None):
         min(workers, len(jobs)),
         mp_context=context,
         initializer=_start_worker,
-        initargs=(os.getpid(),),
     ) as pool:
         futures = [pool.submit(function, *job) for job in jobs]
         for future in concurrent.futures.as_completed(futures):
@@ -138,16 +134,15 @@ def run_in_workers(function, jobs, workers, on_result=None):
         return [future.result() for future in futures]
 
 
-def _start_worker(parent):
-    """Prepares a worker process: one compute thread, and an end with process `parent`."""
-    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
+def _start_worker():
+    """Prepares a worker process: one compute thread, and an end with its parent's."""
+    threading.Thread(target=_exit_with_parent, daemon=True).start()
     _one_thread()
 
 
-def _exit_with(parent):
-    """Ends this process once its parent, process `parent`, has ended (it is then reparented)."""
-    while os.getppid() == parent:
-        time.sleep(PARENT_CHECK_SECONDS)
+def _exit_with_parent():
+    """Ends this worker process as soon as its parent process has ended."""
+    multiprocessing.parent_process().join()  # waits on the parent's sentinel
     os._exit(1)
 
 
