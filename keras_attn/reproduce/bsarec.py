@@ -290,7 +290,7 @@ def train_run(spec, config, state):
         "sequences_per_s": fitted["epochs_run"] * len(split.train_targets) / fitted["seconds"],
         "load_average_at_start": load_at_start,
         # Where it trained: a search run may run on a GPU.
-        "devices": keras.distribution.list_devices(),
+        "devices": training_devices(),
         "backend": keras.backend.backend(),
         "train_samples": len(split.train_targets),
     }
@@ -303,6 +303,19 @@ def train_run(spec, config, state):
         flush=True,
     )
     return result
+
+
+def training_devices():
+    """The devices Keras trains on, as `keras.distribution.list_devices` names them.
+
+    Keras's distribution API lists no devices on torch, so there they are
+    torch's: its GPUs, else the CPU.
+    """
+    if keras.backend.backend() != "torch":
+        return keras.distribution.list_devices()
+    import torch
+
+    return [f"gpu:{index}" for index in range(torch.cuda.device_count())] or ["cpu:0"]
 
 
 def check_converged(fitted, learning_rate):

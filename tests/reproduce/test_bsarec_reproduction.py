@@ -71,6 +71,23 @@ def test_a_state_folder_of_another_protocol_is_refused(tmp_path):
         bsarec.check_state_folder(tmp_path, other)
 
 
+@pytest.mark.backend_agnostic
+def test_a_run_trains_and_records_its_devices_on_every_backend(tmp_path):
+    config = {
+        "users": 20,
+        "max_sequence_length": 8,
+        "epochs": 1,
+        "learning_rate": 1e-3,
+        "batch_size": 64,
+        "jit_compile": {"SASRec": False, "BSARec": False},
+    }
+    spec = bsarec.run_spec("SASRec (softmax)", 0, None, None, 1)
+    result = bsarec.train_run(spec, config, str(tmp_path))
+    assert result["devices"] and all(":" in device for device in result["devices"])
+    assert result["epochs_run"] == 1 and set(result["test"]) == set(bsarec.METRICS)
+    assert (tmp_path / f"{spec['name']}.json").is_file()
+
+
 def test_a_finished_run_is_read_back_not_trained(tmp_path):
     spec = bsarec.run_spec("SASRec (BCE)", 1, 0.5, 3, 10)
     assert spec["name"] == "test-SASRec-BCE-seed1" and spec["alpha"] is None
