@@ -418,11 +418,14 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         heads `heads` of each example, so the other heads cost nothing. A
         hook for models that skip heads and tokens, such as AdaViT's fast
         path, which runs it on the tokens it gathers. Dense patterns and
-        the core's own projections only.
+        the core's own projections only. Heads shared by every example,
+        `(h,)`, slice each kernel once; heads per example, `(batch, h)`,
+        gather a kernel per example.
 
         Args:
             inputs: `(batch, length, dim)`.
-            heads: int `(batch, h)`, the heads each example computes.
+            heads: int `(h,)` or `(batch, h)`, the heads every example or
+                each example computes.
             head_mask: optional `(batch, h)` multiplier of each computed
                 head's output, such as 0 for a slot that pads `heads`.
             mask: optional boolean `(batch, length)` padding mask.
@@ -434,8 +437,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self._check_head_subset()
         check_shape("inputs", inputs, (None, None, self._input_dim))
         batch = inputs.shape[0]
-        check_shape("heads", heads, (batch, None))
-        check_shape("head_mask", head_mask, (batch, heads.shape[1]))
+        if len(heads.shape) != 1:
+            check_shape("heads", heads, (batch, None))
+        check_shape("head_mask", head_mask, (batch, heads.shape[-1]))
         check_shape("mask", mask, (batch, inputs.shape[1]))
         heads = ops.cast(heads, "int32")
         query = _project_heads(self._query_dense, inputs, heads)  # (batch, length, h, key_dim)
@@ -447,8 +451,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         if head_mask is not None:
             context = context * ops.cast(head_mask, context.dtype)[:, None, :, None]
         output = self._output_dense
-        kernel = ops.take(output.kernel, heads, axis=0)  # (batch, h, value_dim, output_dim)
-        outputs = ops.einsum("blhv,bhvo->blo", context, kernel)  # (batch, length, output_dim)
+        kernel = ops.take(output.kernel, heads, axis=0)  # ([batch,] h, value_dim, output_dim)
+        equation = "blhv,hvo->blo" if len(heads.shape) == 1 else "blhv,bhvo->blo"
+        outputs = ops.einsum(equation, context, kernel)  # (batch, length, output_dim)
         return outputs if output.bias is None else add_bias(outputs, output.bias)
 
     def attend_last_positions(
@@ -1051,12 +1056,19 @@ def add_bias(x, bias):
 
 
 def _project_heads(dense, inputs, heads):
-    """`inputs` `(batch, length, dim)` through the heads `heads` `(batch, h)` of a projection."""
-    kernel = ops.take(dense.kernel, heads, axis=1)  # (dim, batch, h, head_dim)
-    projected = ops.einsum("bld,dbhk->blhk", inputs, kernel)  # (batch, length, h, head_dim)
-    if dense.bias is None:
-        return projected
-    return add_bias(projected, ops.take(dense.bias, heads, axis=0)[:, None])  # (batch, 1, h, k)
+    """`inputs` `(batch, length, dim)` through the heads `heads` `(h,)` or `(batch, h)`."""
+    dim, num_heads, head_dim = dense.kernel.shape
+    # The kernel's rows of each kept head: a gather of whole rows, which XLA
+    # copies in blocks (a gather along the head axis copies element by element).
+    rows = ops.arange(0, dim, dtype="int32")[:, None] * num_heads + heads[..., None, :]
+    rows_of_heads = ops.reshape(dense.kernel, (dim * num_heads, head_dim))  # (dim * heads, k)
+    kernel = ops.take(rows_of_heads, rows, axis=0)  # ([batch,] dim, h, head_dim)
+    bias = None if dense.bias is None else ops.take(dense.bias, heads, axis=0)  # ([batch,] h, k)
+    if len(heads.shape) == 1:  # one slice of the kernel for every example
+        projected = ops.einsum("bld,dhk->blhk", inputs, kernel)  # (batch, length, h, head_dim)
+        return projected if bias is None else add_bias(projected, bias)
+    projected = ops.einsum("bld,bdhk->blhk", inputs, kernel)  # (batch, length, h, head_dim)
+    return projected if bias is None else add_bias(projected, bias[:, None])  # (batch, 1, h, k)
 
 
 class _ProjectionDense(keras.layers.EinsumDense):

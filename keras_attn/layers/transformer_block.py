@@ -334,7 +334,8 @@ class TransformerBlock(keras.layers.Layer):
                 mask; with `heads`, `(batch, h)`, one per head of `heads`.
             training: bool, whether dropout and drop path are active.
             drop_path: bool, whether drop path applies in training.
-            heads: optional int `(batch, h)`, the heads each example computes.
+            heads: optional int `(h,)` or `(batch, h)`, the heads every
+                example or each example computes.
 
         Returns:
             `(batch, length, dim)`.

@@ -39,6 +39,13 @@ def test_attend_heads_is_call_with_the_other_heads_masked(options):
     expected = ops.convert_to_numpy(layer(x, mask=mask, head_mask=dense_mask))
     got = ops.convert_to_numpy(layer.attend_heads(x, heads, head_mask, mask))
     np.testing.assert_allclose(got, expected, atol=1e-5)
+    # Heads shared by every example: the kernels sliced once, each example masking its own.
+    shared = np.array([2, 0], "int32")
+    head_mask = np.array([[1, 1], [0, 0], [1, 1]], "float32")  # the second keeps neither
+    dense_mask = np.array([[1, 0, 1], [0, 0, 0], [1, 0, 1]], "float32")
+    expected = ops.convert_to_numpy(layer(x, mask=mask, head_mask=dense_mask))
+    got = ops.convert_to_numpy(layer.attend_heads(x, shared, head_mask, mask))
+    np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
 def test_attend_heads_refuses_other_projections_and_patterns():

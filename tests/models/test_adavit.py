@@ -155,19 +155,24 @@ def test_fast_path_check_fails_on_a_wrong_capacity():
 
 
 def test_group_branch_choice():
-    fast = _fast(_model())  # tokens 3 or 5, heads 1 or 2: branch 1 + 2 * token + head
-    pick = fast._pick(with_heads=True)
-    tokens, on = ops.ones((4, 5)), ops.ones((4,))
-    one_head = ops.convert_to_tensor(np.array([[1, 0]] * 4, "float32"))
-    for keys, heads, expected in (
-        ([0, 0, 0, 0], one_head, 0),  # off everywhere: the empty branch
-        ([3, 2, 0, 0], one_head, 1),
-        ([3, 2, 0, 0], ops.ones((4, 2)), 2),
-        ([5, 1, 0, 0], one_head, 3),
+    # Tokens 3 or 5, heads 1 or 2: attention branch 1 + 2 * token bucket + head bucket,
+    # the head bucket from the heads that any example with attention on keeps.
+    fast = _fast(_model())
+    tensor = ops.convert_to_tensor
+    validity = ops.ones((4, 5))
+    head_0, head_1 = [[1, 0]] * 2, [[0, 1]] * 2
+    for keys, heads, on, expected in (
+        ([0, 0, 0, 0], head_0 + head_0, [0, 0, 0, 0], 0),  # off everywhere: the empty branch
+        ([3, 2, 0, 0], head_0 + head_0, [1, 1, 0, 0], 1),
+        ([3, 2, 0, 0], head_0 + head_1, [1, 1, 0, 0], 1),  # head 1 only where attention is off
+        ([3, 2, 0, 0], head_0 + head_1, [1, 1, 1, 0], 2),  # the union: both heads
+        ([3, 2, 0, 0], [[0, 0]] * 4, [1, 1, 0, 0], 1),  # no head: one padding slot
+        ([5, 1, 0, 0], head_1 + head_1, [1, 1, 0, 0], 3),
     ):
-        keys = ops.convert_to_tensor(np.array(keys, "float32"))
-        assert int(_numpy(pick(keys, (tokens, heads, on)))) == expected
-    assert int(_numpy(fast._pick(with_heads=False)(ops.convert_to_tensor([4.0, 0.0]), ()))) == 2
+        keys, heads, on = (tensor(np.array(v, "float32")) for v in (keys, heads, on))
+        assert int(_numpy(fast._attention_index(keys, validity, heads, on))) == expected
+    for keys, expected in (([0.0, 0.0], 0), ([3.0, 0.0], 1), ([4.0, 0.0], 2)):
+        assert int(_numpy(fast._mlp_index(tensor(keys), validity, None, None))) == expected
 
 
 def test_everything_off_passes_tokens_through_the_gated_blocks(shared):

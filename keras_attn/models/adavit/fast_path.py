@@ -46,20 +46,24 @@ class FastPathResult:
 class AdaViTFastPath(keras.Model):
     """Inference of an `AdaViT` that computes only what its decisions keep.
 
-    Per gated block and sub-layer (attention, then MLP), the examples are
-    sorted by their kept-token count (0 where the sub-layer is off) and
-    split into groups of `group_size`. Each group runs one branch of a
-    switch, chosen by its largest kept count: the kept tokens, class token
-    included, are gathered to the smallest bucket capacity that holds
-    them, `(group, capacity, dim)`, and for the attention the query, key,
-    value and output kernels are gathered per example to its kept heads,
-    padded to the group's head-count bucket (the bucket of every head
-    gathers nothing: it computes every head and zeroes the off ones). A
-    group whose sub-layer is off everywhere takes the empty branch. The
-    result is scattered back; dropped tokens pass unchanged. Every shape
-    is static, so the call compiles with XLA (one conditional per group,
-    only the chosen branch runs) and exports as a SavedModel. The outputs
-    equal the masked path's (`AdaViT.__call__`) up to float rounding.
+    Per gated block, each example's kept tokens, class token included, are
+    moved to the front of its sequence, in their order (one gather). Then
+    per sub-layer (attention, then MLP), the examples are sorted by their
+    kept-token count (0 where the sub-layer is off) and split into groups of
+    `group_size`; a group's examples are gathered from the batch and their
+    result is scattered back. Each group runs one branch of a switch,
+    chosen by its largest kept count: the sub-layer on the first tokens, up
+    to the smallest bucket capacity that holds them, `(group, capacity,
+    dim)`. For the attention the branch also depends on the heads that any
+    of the group's examples keeps (their union): the query, key, value and
+    output kernels are sliced to them, padded to the head-count bucket, and
+    each example masks the heads it does not keep; the bucket of every head
+    slices nothing and zeroes the off heads. A group whose sub-layer is off
+    everywhere takes the empty branch. Dropped tokens pass unchanged, and a
+    last gather puts the tokens back in their order. Every shape is static,
+    so the call compiles with XLA (one conditional per group, only the
+    chosen branch runs) and exports as a SavedModel. The outputs equal the
+    masked path's (`AdaViT.__call__`) up to float rounding.
 
     The layers and weights are the model's own, not copies. The blocks run
     through `TransformerBlock.attention_branch` and `mlp_branch`, the
@@ -167,38 +171,46 @@ class AdaViTFastPath(keras.Model):
         patches = ops.cast(gates["patches"], x.dtype)
         tokens = ops.concatenate([ops.ones_like(patches[:, :1]), patches], axis=1)  # (b, L)
         heads = ops.cast(gates["heads"], x.dtype)  # (b, heads)
+        order, inverse = _kept_first(tokens)  # (b, L) each
+        x = _take_rows(x, order)  # (b, L, dim), the kept tokens first
         kept = ops.sum(tokens, axis=1)  # (b,)
-        attention = self._attention_branches(block)
-        on = ops.cast(gates["attention"], x.dtype)
-        x = _grouped(attention, x, (tokens, heads, on), kept * on, groups, size, self._pick(True))
-        on = ops.cast(gates["mlp"], x.dtype)
-        mlp = self._mlp_branches(block)  # an off head's MLP input channels are zero
-        return _grouped(mlp, x, (tokens, heads, on), kept * on, groups, size, self._pick(False))
+        validity = ops.arange(0, x.shape[1], dtype=x.dtype)[None] < kept[:, None]  # (b, L)
+        validity = ops.cast(validity, x.dtype)
+        for key, branches, pick in (
+            ("attention", self._attention_branches(block), self._attention_index),
+            ("mlp", self._mlp_branches(block), self._mlp_index),
+        ):
+            on = ops.cast(gates[key], x.dtype)  # (b,)
+            operands = (validity, heads, on)
+            x = _grouped(branches, x, operands, kept * on, groups, size, pick)
+        return _take_rows(x, inverse)  # (b, L, dim), the tokens back in their order
 
-    def _pick(self, with_heads):
-        """The branch of a group from its sorted keys and operands."""
-        token_capacities = np.array(self.token_capacities)
-        head_capacities = np.array(self.head_capacities)
+    def _token_index(self, keys):
+        """0 when every key `(g,)` is 0 (the sub-layer is off), else 1 + the token bucket."""
+        largest = ops.max(keys)  # the group's largest kept count
+        bucket = ops.sum(ops.cast(ops.less(np.array(self.token_capacities), largest), "int32"))
+        return ops.where(largest > 0, 1 + bucket, 0)
 
-        def pick(keys, operands):
-            largest = ops.max(keys)  # the group's largest kept count, 0 when off
-            bucket = ops.sum(ops.cast(ops.less(token_capacities, largest), "int32"))
-            if not with_heads:
-                return ops.where(largest > 0, 1 + bucket, 0)
-            _, group_heads, on = operands
-            most = ops.maximum(ops.max(ops.sum(group_heads, axis=1) * on), 1.0)
-            head_bucket = ops.sum(ops.cast(ops.less(head_capacities, most), "int32"))
-            return ops.where(largest > 0, 1 + bucket * len(head_capacities) + head_bucket, 0)
+    def _mlp_index(self, keys, validity, heads, on):
+        """The MLP branch of a group: 0 when off, else 1 + the token bucket."""
+        return self._token_index(keys)
 
-        return pick
+    def _attention_index(self, keys, validity, heads, on):
+        """The attention branch: 0 when off, else by token bucket and the group's union of heads."""
+        union = ops.sum(ops.max(heads * on[:, None], axis=0))  # heads kept by any example
+        head_bucket = ops.less(np.array(self.head_capacities), ops.maximum(union, 1.0))
+        head_bucket = ops.sum(ops.cast(head_bucket, "int32"))
+        token_index = self._token_index(keys)  # 0 or 1 + token bucket
+        combined = 1 + (token_index - 1) * len(self.head_capacities) + head_bucket
+        return ops.where(token_index > 0, combined, 0)
 
     def _attention_branches(self, block):
+        every = self.model.num_heads
         branches = [_unchanged]
         for capacity in self.token_capacities:
-            for head_capacity in self.head_capacities:
-                every_head = head_capacity == self.model.num_heads
+            for heads in self.head_capacities:
                 branches.append(
-                    _attention_branch(block, capacity, None if every_head else head_capacity)
+                    _attention_branch(block, capacity, None if heads == every else heads)
                 )
         return branches
 
@@ -370,29 +382,26 @@ def xla_function(model, **call_kwargs):
 
 
 def _grouped(branches, x, operands, keys, groups, size, pick):
-    """Runs `branches[pick(...)]` on each group of `size` examples sorted by `keys`."""
+    """Runs `branches[pick(...)]` on each group of `size` examples sorted by `keys`.
+
+    A group's examples are gathered from `x` and their result is scattered
+    back, so that `x` is never copied whole.
+    """
     x, operands, keys = _stop_constant_analysis((x, operands, keys))
     if isinstance(groups, int) and groups == 1:  # a static batch of one group: no sort, no loop
-        return ops.switch(pick(keys, operands), branches, x, *operands)  # (b, L, dim)
-    order = ops.argsort(-keys)  # (b,), largest kept count first
-    sorted_x = ops.take(x, order, axis=0)  # (b, L, dim)
-    sorted_ops = tuple(ops.take(o, order, axis=0) for o in operands)
-    sorted_keys = ops.take(keys, order, axis=0)  # (b,)
-    length, dim = x.shape[1], x.shape[2]
+        return ops.switch(pick(keys, *operands), branches, x, *operands)  # (b, L, dim)
+    order = ops.argsort(-keys)  # (b,), largest key first
 
-    def body(group, result):
-        start = ops.cast(group, "int32") * size
-        chunk = ops.slice(sorted_x, _at(start, 3), (size, length, dim))  # (size, L, dim)
-        chunk_ops = tuple(
-            ops.slice(o, _at(start, len(o.shape)), (size, *o.shape[1:])) for o in sorted_ops
-        )
-        chunk_keys = ops.slice(sorted_keys, _at(start, 1), (size,))  # (size,)
-        index = pick(chunk_keys, chunk_ops)
-        updated = ops.switch(index, branches, chunk, *chunk_ops)  # (size, L, dim)
-        return ops.slice_update(result, _at(start, 3), updated)
+    def body(group, x):
+        start = ops.reshape(ops.cast(group, "int32") * size, (1,))
+        members = ops.slice(order, start, (size,))  # (size,)
+        chunk = ops.take(x, members, axis=0)  # (size, L, dim)
+        chunk_operands = tuple(ops.take(o, members, axis=0) for o in operands)
+        index = pick(ops.take(keys, members), *chunk_operands)
+        updated = ops.switch(index, branches, chunk, *chunk_operands)  # (size, L, dim)
+        return ops.scatter_update(x, members[:, None], updated)  # (b, L, dim)
 
-    result = ops.fori_loop(0, groups, body, sorted_x)  # (b, L, dim)
-    return ops.take(result, ops.argsort(order), axis=0)  # back to the input order
+    return ops.fori_loop(0, groups, body, x)
 
 
 def _stop_constant_analysis(values):
@@ -408,79 +417,67 @@ def _stop_constant_analysis(values):
     return ops.fori_loop(0, 1, lambda _, unchanged: unchanged, values)
 
 
-def _at(start, rank):
-    """Start indices `(start, 0, ...)` of a slice along the batch axis, int32."""
-    return ops.concatenate([ops.reshape(start, (1,)), ops.zeros((rank - 1,), "int32")])
+def _kept_first(tokens):
+    """The order that puts the kept tokens `(g, L)` first, each part in its order, and its inverse.
+
+    Kept tokens keep their order, so a causal pattern sees the same past.
+    """
+    length = tokens.shape[1]
+    rank = tokens * length - ops.arange(0, length, dtype=tokens.dtype)  # (g, L), all distinct
+    order = ops.argsort(-rank, axis=-1)  # (g, L)
+    return order, ops.argsort(order, axis=-1)  # (g, L) each
 
 
-def _unchanged(x, tokens, heads, on):
+def _take_rows(x, rows):
+    """`x` `(g, L, dim)` with the tokens of each example taken at `rows` `(g, L)`."""
+    groups, length, dim = ops.shape(x)
+    offsets = ops.arange(0, groups, dtype="int32")[:, None] * length  # (g, 1)
+    flat_rows = ops.reshape(ops.cast(rows, "int32") + offsets, (-1,))  # (g * L,)
+    taken = ops.take(ops.reshape(x, (-1, dim)), flat_rows, axis=0)  # (g * L, dim)
+    return ops.reshape(taken, (groups, length, dim))
+
+
+def _unchanged(x, *operands):
     return x
 
 
-def _gather_tokens(x, tokens, capacity):
-    """The kept tokens first, in their order: `(g, capacity)` indices, validity and values.
-
-    The values are `(g, capacity, dim)`. Kept tokens keep their order, so a
-    causal pattern sees the same past.
-    """
-    length = tokens.shape[1]
-    order = tokens * length - ops.arange(0, length, dtype=tokens.dtype)  # (g, L), all distinct
-    indices = ops.argsort(-order, axis=-1)[:, :capacity]  # (g, capacity)
-    validity = ops.take_along_axis(tokens, indices, axis=1)
-    gathered = ops.take_along_axis(x, indices[..., None], axis=1)  # (g, capacity, dim)
-    return indices, validity, gathered
-
-
-def _largest(values, k):
-    """Indices and values of the `k` largest 0/1 `values` `(g, n)` per row.
-
-    A sort rather than `ops.top_k`, whose JAX lowering TensorFlow's
-    SavedModel loader cannot read yet.
-    """
-    indices = ops.argsort(-values, axis=-1)[:, :k]  # (g, k)
-    return indices, ops.take_along_axis(values, indices, axis=1)
-
-
-def _scatter_tokens(x, indices, values):
-    """`x` `(g, L, dim)` with the rows `indices` `(g, c)` of each example set to `values`."""
-    groups, length, dim = x.shape
-    flat = ops.reshape(x, (groups * length, dim))  # (g * L, dim)
-    rows = ops.arange(0, groups)[:, None] * length + ops.cast(indices, "int32")  # (g, c)
-    rows = ops.reshape(rows, (-1, 1))  # (g * c, 1)
-    flat = ops.scatter_update(flat, rows, ops.reshape(values, (-1, dim)))
-    return ops.reshape(flat, (groups, length, dim))  # (g, L, dim)
-
-
 def _attention_branch(block, capacity, head_capacity):
-    """The branch of `capacity` tokens and `head_capacity` heads, `None`: every head."""
+    """Attention on the first `capacity` tokens and `head_capacity` heads; `None`: every head.
 
-    def branch(x, tokens, heads, on):
-        indices, validity, gathered = _gather_tokens(x, tokens, capacity)
-        subset = {"head_mask": heads}  # every head computed, the off ones zeroed
-        if head_capacity is not None:  # the kernels gathered to the kept heads
-            head_indices, head_validity = _largest(heads, head_capacity)  # (g, h) each
-            subset = {"head_mask": head_validity, "heads": head_indices}
-        update = block.attention_branch(
-            gathered,
-            mask=validity > 0.5,  # (g, c), the gathered tokens that are kept
-            drop_path=False,
-            **subset,
-        )  # (g, c, dim)
-        gate = (validity * on[:, None])[..., None]  # (g, c, 1)
-        return _scatter_tokens(x, indices, gathered + gate * update)
+    With a head capacity the kernels are sliced to the heads that the
+    group's examples keep (their union, padded with off heads), and each
+    example masks the heads it does not keep; without one every head is
+    computed and the off ones are zeroed.
+    """
+
+    def branch(x, validity, heads, on):
+        tokens, validity = x[:, :capacity], validity[:, :capacity]  # (g, c, dim), (g, c)
+        subset = {"head_mask": heads}
+        if head_capacity is not None:
+            union = ops.max(heads * on[:, None], axis=0)  # (heads,)
+            kept = ops.argsort(-union)[:head_capacity]  # (h,), the union first
+            subset = {"heads": kept, "head_mask": ops.take(heads, kept, axis=1)}  # (g, h)
+        update = block.attention_branch(tokens, mask=validity > 0.5, drop_path=False, **subset)
+        return _updated_tokens(x, tokens + (validity * on[:, None])[..., None] * update)
 
     return branch
 
 
 def _mlp_branch(block, capacity, channel_mask):
-    def branch(x, tokens, heads, on):
-        indices, validity, gathered = _gather_tokens(x, tokens, capacity)
+    """The MLP on the first `capacity` tokens; `channel_mask` zeroes off heads' input channels."""
+
+    def branch(x, validity, heads, on):
+        tokens, validity = x[:, :capacity], validity[:, :capacity]  # (g, c, dim), (g, c)
         channels = None if channel_mask is None else channel_mask(heads)  # (g, dim)
-        update = block.mlp_branch(gathered, channels, drop_path=False)  # (g, c, dim)
-        gate = (validity * on[:, None])[..., None]  # (g, c, 1)
-        return _scatter_tokens(x, indices, gathered + gate * update)
+        update = block.mlp_branch(tokens, channels, drop_path=False)  # (g, c, dim)
+        return _updated_tokens(x, tokens + (validity * on[:, None])[..., None] * update)
 
     return branch
+
+
+def _updated_tokens(x, first):
+    """`x` `(g, L, dim)` with its first tokens replaced by `first` `(g, c, dim)`."""
+    return ops.slice_update(x, (0, 0, 0), first)
 
 
 def _pad_batch(x, size):
