@@ -79,9 +79,10 @@ class AdaViTFastPath(keras.Model):
         head_buckets: int, number of head capacities, spread evenly up to
             all heads; defaults to one per head count up to 4. The branches
             of the largest capacity compute every head and zero the off
-            ones, without gathering the kernels, so `head_buckets=1` never
-            gathers: on CPU at 70% of the heads kept, the faster choice
-            (fewer branches to compile, too).
+            ones, without slicing the kernels, so `head_buckets=1` never
+            slices: on CPU at 70% of the heads kept, as fast or faster in
+            most cases (slicing copies the kept heads' kernels), and fewer
+            branches to compile.
         group_size: int, examples per group.
         **kwargs: base model arguments, such as `name`.
 
