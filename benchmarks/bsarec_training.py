@@ -53,7 +53,10 @@ from keras_attn.recommendation import (  # noqa: E402
 )
 from keras_attn.recommendation.training import compile_recommender  # noqa: E402
 from keras_attn.utils import finish_run  # noqa: E402
-from keras_attn.utils.training import build_optimizer, ordered_batches  # noqa: E402
+from keras_attn.utils.training import (  # noqa: E402
+    build_optimizer,
+    step_losses,
+)
 
 NUM_ITEMS = 1682
 
@@ -125,15 +128,10 @@ def random_split(steps, batch_size, max_sequence_length, rng):
 
 def first_losses(model, split, batch_size, jit_compile, steps):
     """The running training loss after each of the first `steps` steps, one step per call."""
-    losses = []
-    record = keras.callbacks.LambdaCallback(
-        on_train_batch_end=lambda batch, logs: losses.append(float(logs["loss"]))
-    )
     compile_recommender(model, jit_compile=jit_compile)
     inputs = split.train_inputs[: steps * batch_size]
     targets = split.train_targets[: steps * batch_size]
-    model.fit(**ordered_batches(inputs, targets, batch_size), callbacks=[record], verbose=0)
-    return np.array(losses)
+    return step_losses(model, inputs, targets, batch_size)
 
 
 def trajectory_gaps(builders, split, batch_size, steps):

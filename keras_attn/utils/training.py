@@ -276,3 +276,35 @@ def ordered_batches(x: Tensor, y: Tensor, batch_size: int) -> dict[str, Any]:
     options.autotune.enabled = False
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size)
     return {"x": dataset.with_options(options), "shuffle": False}
+
+
+def step_losses(model: keras.Model, x: Tensor, y: Tensor, batch_size: int) -> np.ndarray:
+    """Trains a compiled `model` one epoch on `(x, y)` in order; the loss after each step.
+
+    The running loss that `fit` reports after each training step (the mean
+    over the epoch's steps so far), in the order of `ordered_batches`: two
+    models that train the same way give the same array.
+
+    Args:
+        model: a compiled `keras.Model`.
+        x: inputs, an array with one row per sample.
+        y: targets, with as many rows.
+        batch_size: int, at least 1.
+
+    Returns:
+        `(steps,)` float numpy array.
+
+    Example:
+
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> x, y = np.ones((8, 3), "float32"), np.zeros((8, 1), "float32")
+    >>> step_losses(model, x, y, 4).shape
+    (2,)
+    """
+    losses = []
+    record = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: losses.append(float(logs["loss"]))
+    )
+    model.fit(**ordered_batches(x, y, batch_size), epochs=1, callbacks=[record], verbose=0)
+    return np.array(losses)

@@ -15,7 +15,7 @@ from keras_attn.layers import (
 from keras_attn.models import build_bsarec
 from keras_attn.recommendation.training import compile_recommender
 from keras_attn.testing.arrays import assert_allclose, to_numpy
-from keras_attn.utils.training import ordered_batches
+from keras_attn.utils.training import step_losses
 
 pytestmark = pytest.mark.backend_agnostic
 
@@ -159,12 +159,7 @@ def _losses(model, steps=30, jit_compile=False):
     ids = rng.integers(0, 31, (16 * steps, 9)).astype("int32")
     targets = rng.integers(1, 31, 16 * steps).astype("int32")
     compile_recommender(model, jit_compile=jit_compile)
-    losses = []
-    record = keras.callbacks.LambdaCallback(
-        on_train_batch_end=lambda batch, logs: losses.append(float(logs["loss"]))
-    )
-    model.fit(**ordered_batches(ids, targets, 16), epochs=1, verbose=0, callbacks=[record])
-    return np.array(losses)
+    return step_losses(model, ids, targets, 16)
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6])

@@ -12,6 +12,7 @@ from keras_attn.utils.training import (
     fit_with_test_curve,
     inference_function,
     reset_optimizer,
+    step_losses,
     warmup_cosine_adamw,
 )
 
@@ -105,3 +106,14 @@ def test_inference_function_runs_on_every_backend():
     x = {"x": np.ones((4, 3), "float32"), "head_mask": np.ones((4, 2), "float32")}
     scores = keras.ops.convert_to_numpy(inference_function(model)(x))
     np.testing.assert_allclose(scores, keras.ops.convert_to_numpy(model(x)), rtol=1e-6)
+
+
+def test_step_losses_are_the_running_loss_after_each_step_in_order():
+    # A model that predicts 0 and does not learn: batch losses are mean(y ** 2) = 1, 9, 0.
+    model = keras.Sequential(
+        [keras.Input((2,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="zeros")]
+    )
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss="mse")
+    x = np.ones((6, 2), "float32")
+    y = np.array([[1], [1], [3], [3], [0], [0]], "float32")
+    np.testing.assert_allclose(step_losses(model, x, y, 2), [1.0, 5.0, 10.0 / 3.0], rtol=1e-6)
