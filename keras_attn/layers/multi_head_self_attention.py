@@ -1057,17 +1057,12 @@ def add_bias(x, bias):
 
 def _project_heads(dense, inputs, heads):
     """`inputs` `(batch, length, dim)` through the heads `heads` `(h,)` or `(batch, h)`."""
-    dim, num_heads, head_dim = dense.kernel.shape
-    # The kernel's rows of each kept head: a gather of whole rows, which XLA
-    # copies in blocks (a gather along the head axis copies element by element).
-    rows = ops.arange(0, dim, dtype="int32")[:, None] * num_heads + heads[..., None, :]
-    rows_of_heads = ops.reshape(dense.kernel, (dim * num_heads, head_dim))  # (dim * heads, k)
-    kernel = ops.take(rows_of_heads, rows, axis=0)  # ([batch,] dim, h, head_dim)
+    kernel = ops.take(dense.kernel, heads, axis=1)  # (dim, [batch,] h, head_dim)
     bias = None if dense.bias is None else ops.take(dense.bias, heads, axis=0)  # ([batch,] h, k)
     if len(heads.shape) == 1:  # one slice of the kernel for every example
         projected = ops.einsum("bld,dhk->blhk", inputs, kernel)  # (batch, length, h, head_dim)
         return projected if bias is None else add_bias(projected, bias)
-    projected = ops.einsum("bld,bdhk->blhk", inputs, kernel)  # (batch, length, h, head_dim)
+    projected = ops.einsum("bld,dbhk->blhk", inputs, kernel)  # (batch, length, h, head_dim)
     return projected if bias is None else add_bias(projected, bias[:, None])  # (batch, 1, h, k)
 
 
