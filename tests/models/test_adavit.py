@@ -242,6 +242,33 @@ def test_fast_path_saved_model_round_trip(tmp_path, shared):
     np.testing.assert_allclose(np.asarray(reloaded.serve(images)), _numpy(model(images)), atol=1e-5)
 
 
+def test_fast_path_saved_model_with_a_dynamic_batch(tmp_path, shared):
+    # Any batch size: the group loop's trip count is dynamic, which jax2tf can
+    # only convert without gradients (the fast path is for inference).
+    if keras.backend.backend() not in ("tensorflow", "jax"):
+        pytest.skip("SavedModel export runs on the TensorFlow and JAX backends.")
+    import tensorflow as tf
+
+    model, fast = shared
+    path = str(tmp_path / "adavit")
+    archive = keras.export.ExportArchive()
+    archive.track(fast)
+    jax = keras.backend.backend() == "jax"
+    options = {"jax2tf_kwargs": {"with_gradient": False}} if jax else {}
+    archive.add_endpoint(
+        "serve",
+        lambda x: fast(x, training=False),
+        [keras.InputSpec(shape=(None, 8, 8), dtype="float32")],
+        **options,
+    )
+    archive.write_out(path, verbose=False)
+    reloaded = tf.saved_model.load(path)
+    for batch in (3, 9):  # one partial group; two full groups and a partial one
+        images = _images(batch)
+        served = np.asarray(reloaded.serve(tf.constant(images)))
+        np.testing.assert_allclose(served, _numpy(model(images)), atol=1e-5)
+
+
 def test_macs_by_hand():
     # dim 8, 2 heads of 4, MLP 16, 4 patches + class token, 3 classes; the first block ungated.
     fast = _fast(_model(depth=2, gate_first_block=False))
