@@ -222,47 +222,46 @@ def test_no_conditional_reads_the_graph_above_an_earlier_one(shared):
                 pending.extend(t.op for t in op.inputs)
 
 
-def test_fast_path_saved_model_round_trip(tmp_path, shared):
-    if keras.backend.backend() not in ("tensorflow", "jax"):
-        pytest.skip("SavedModel export runs on the TensorFlow and JAX backends.")
+needs_saved_model = pytest.mark.skipif(
+    keras.backend.backend() not in ("tensorflow", "jax"),
+    reason="SavedModel export runs on the TensorFlow and JAX backends.",
+)
+
+
+def _served_fast_path(fast, path, batch, **endpoint_options):
+    """The fast path exported as a SavedModel of input batch `batch` and loaded back."""
     import tensorflow as tf
 
-    model, fast = shared
-    images = _images(BATCH)
-    path = str(tmp_path / "adavit")
     archive = keras.export.ExportArchive()
     archive.track(fast)
     archive.add_endpoint(
         "serve",
         lambda x: fast(x, training=False),
-        [keras.InputSpec(shape=(BATCH, 8, 8), dtype="float32")],
+        [keras.InputSpec(shape=(batch, 8, 8), dtype="float32")],
+        **endpoint_options,
     )
-    archive.write_out(path, verbose=False)
-    reloaded = tf.saved_model.load(path)
+    archive.write_out(str(path), verbose=False)
+    return tf.saved_model.load(str(path))
+
+
+@needs_saved_model
+def test_fast_path_saved_model_round_trip(tmp_path, shared):
+    model, fast = shared
+    images = _images(BATCH)
+    reloaded = _served_fast_path(fast, tmp_path / "adavit", BATCH)
     np.testing.assert_allclose(np.asarray(reloaded.serve(images)), _numpy(model(images)), atol=1e-5)
 
 
+@needs_saved_model
 def test_fast_path_saved_model_with_a_dynamic_batch(tmp_path, shared):
     # Any batch size: the group loop's trip count is dynamic, which jax2tf can
     # only convert without gradients (the fast path is for inference).
-    if keras.backend.backend() not in ("tensorflow", "jax"):
-        pytest.skip("SavedModel export runs on the TensorFlow and JAX backends.")
     import tensorflow as tf
 
     model, fast = shared
-    path = str(tmp_path / "adavit")
-    archive = keras.export.ExportArchive()
-    archive.track(fast)
     jax = keras.backend.backend() == "jax"
     options = {"jax2tf_kwargs": {"with_gradient": False}} if jax else {}
-    archive.add_endpoint(
-        "serve",
-        lambda x: fast(x, training=False),
-        [keras.InputSpec(shape=(None, 8, 8), dtype="float32")],
-        **options,
-    )
-    archive.write_out(path, verbose=False)
-    reloaded = tf.saved_model.load(path)
+    reloaded = _served_fast_path(fast, tmp_path / "adavit", None, **options)
     for batch in (3, 9):  # one partial group; two full groups and a partial one
         images = _images(batch)
         served = np.asarray(reloaded.serve(tf.constant(images)))
