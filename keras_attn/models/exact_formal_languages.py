@@ -14,7 +14,10 @@ and the cross-entropy tends to 1 bit (Hahn's lemma). With layer norm the
 residual stream is mirrored, `[x, -x]`, so that its mean is zero and layer
 norm only rescales it; the last layer's feed-forward network cancels every
 dimension except the result, so that after the last layer norm (with
-`layer_norm_epsilon=0`) the CLS output has the same magnitude at every length.
+`layer_norm_epsilon=0`, the paper's limit) the CLS output has the same
+magnitude at every length. The builders default to the official code's
+epsilon, `1e-5` (PyTorch's default), with which the CLS output shrinks again
+as the strings grow.
 """
 
 import keras
@@ -22,7 +25,10 @@ import numpy as np
 
 from keras_attn.layers.bit_string_features import BitStringFeatures
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
-from keras_attn.utils.validation import renamed_arguments
+from keras_attn.utils.validation import check_float, check_positive, renamed_arguments
+
+# Epsilon of the layer norms in the official layer-norm code (PyTorch's default).
+OFFICIAL_LAYER_NORM_EPSILON = 1e-5
 
 # Dimensions of the PARITY residual stream (before mirroring).
 PARITY_DIM = 10
@@ -41,8 +47,9 @@ _TASKS = {"parity": (PARITY_DIM, 2, 3), "first": (FIRST_DIM, 1, 1)}
 @renamed_arguments(epsilon="layer_norm_epsilon")
 def build_exact_parity_transformer(
     layer_norm: bool = False,
-    layer_norm_epsilon: float = 0.0,
+    layer_norm_epsilon: float = OFFICIAL_LAYER_NORM_EPSILON,
     output_scale: float = 1.0,
+    attention_scale: float = 1.0,
     name: str = "exact_parity",
 ) -> keras.Model:
     """Builds the exact PARITY transformer as a functional Keras model.
@@ -50,18 +57,23 @@ def build_exact_parity_transformer(
     Layer 1 attends uniformly (zero query and key kernels) and writes `k / N`
     (`k` ones, `N = n + 1`) and `1 / N` to every position; its feed-forward
     network computes `[i = k] / N` at position `i` with three ReLUs combined
-    with weights `[1, -2, 1]`. In layer 2, CLS attends with keys
-    `+(-1)^i` (head 1) and `-(-1)^i` (head 2) and takes the difference, which
-    is positive iff the marked position `k` is odd.
+    with weights `[1, -2, 1]`. In layer 2, CLS attends (query
+    `attention_scale` on the CLS symbol, in both heads) with keys `+(-1)^i`
+    (head 1) and `-(-1)^i` (head 2) and takes the difference, which is
+    positive iff the marked position `k` is odd.
 
     Args:
         layer_norm: bool, whether to add post-norm layer norms (and mirror
             the residual stream) after every residual connection.
-        layer_norm_epsilon: float, epsilon of the layer norms. With `0` the logit is
+        layer_norm_epsilon: float, epsilon of the layer norms, `1e-5` by
+            default as in the official code; the logit then shrinks as the
+            strings grow. `0` is the paper's limit: the logit is
             `±sqrt(10) * output_scale` at every length.
         output_scale: float, weight of the result dimension in the output
             layer; larger values drive the cross-entropy of the layer-norm
-            model towards 0.
+            model with `layer_norm_epsilon=0` towards 0.
+        attention_scale: float, query weight of layer 2 (the official
+            `--big`), 1 by default as in the official code.
         name: model name.
 
     Returns:
@@ -78,7 +90,9 @@ def build_exact_parity_transformer(
     References:
         - [Chiang & Cholak, 2022](https://arxiv.org/abs/2202.12172)
     """
-    model, mirror = _exact_model("parity", layer_norm, layer_norm_epsilon, output_scale, name)
+    model, mirror = _exact_model(
+        "parity", layer_norm, layer_norm_epsilon, output_scale, attention_scale, name
+    )
     half = mirror.half
     key_dim = mirror.dim // 2
 
@@ -97,7 +111,7 @@ def build_exact_parity_transformer(
     _set_mlp(model, 1, hidden, mirror.writes(mark))
 
     query = np.zeros((mirror.dim, 2, key_dim))
-    query[P_CLS, :, 0] = 1.0
+    query[P_CLS, :, 0] = attention_scale
     key = np.zeros((mirror.dim, 2, key_dim))
     key[P_SIGN, :, 0] = [1.0, -1.0]
     value = np.zeros((mirror.dim, 2, key_dim))
@@ -111,7 +125,7 @@ def build_exact_parity_transformer(
 @renamed_arguments(epsilon="layer_norm_epsilon")
 def build_exact_first_transformer(
     layer_norm: bool = False,
-    layer_norm_epsilon: float = 0.0,
+    layer_norm_epsilon: float = OFFICIAL_LAYER_NORM_EPSILON,
     output_scale: float = 1.0,
     attention_scale: float = 1.0,
     name: str = "exact_first",
@@ -131,14 +145,16 @@ def build_exact_first_transformer(
     Args:
         layer_norm: bool, whether to add layer norms and mirror the residual
             stream, as in `build_exact_parity_transformer`.
-        layer_norm_epsilon: float, epsilon of the layer norms. With `0` the logit is
+        layer_norm_epsilon: float, epsilon of the layer norms, `1e-5` by
+            default as in the official code; the logit then shrinks as the
+            strings grow. `0` is the paper's limit: the logit is
             `±sqrt(6) * output_scale` at every length.
         output_scale: float, weight of the result dimension in the output
             layer.
-        attention_scale: float, query weight of layer 2, 1 by default as in
-            the official code. The attention to position 1 fades as strings
-            grow, so without layer norm the cross-entropy tends to 1 bit;
-            larger values only delay it.
+        attention_scale: float, query weight of layer 2 (the official
+            `--big`), 1 by default as in the official code. The attention
+            to position 1 fades as strings grow, so without layer norm the
+            cross-entropy tends to 1 bit; larger values only delay it.
         name: model name.
 
     Returns:
@@ -148,9 +164,10 @@ def build_exact_first_transformer(
 
     Example:
 
-    With layer norm the logit is `±sqrt(6)` at every length:
+    With layer norm and `layer_norm_epsilon=0` the logit is `±sqrt(6)` at
+    every length:
 
-    >>> model = build_exact_first_transformer(layer_norm=True)
+    >>> model = build_exact_first_transformer(layer_norm=True, layer_norm_epsilon=0.0)
     >>> logits = model(np.array([[2, 1, 0, 0], [2, 0, 1, 1]]))[:, 0]
     >>> (logits.numpy() / np.sqrt(6)).round(3).tolist()
     [1.0, -1.0]
@@ -158,7 +175,9 @@ def build_exact_first_transformer(
     References:
         - [Chiang & Cholak, 2022](https://arxiv.org/abs/2202.12172)
     """
-    model, mirror = _exact_model("first", layer_norm, layer_norm_epsilon, output_scale, name)
+    model, mirror = _exact_model(
+        "first", layer_norm, layer_norm_epsilon, output_scale, attention_scale, name
+    )
     half = mirror.half
 
     hidden, hidden_bias = _first_detector(mirror)
@@ -210,9 +229,11 @@ class _Mirror:
         return np.concatenate([kernel, -kernel], axis=-1)  # (..., 2 * half)
 
 
-def _exact_model(task, layer_norm, layer_norm_epsilon, output_scale, name):
+def _exact_model(task, layer_norm, layer_norm_epsilon, output_scale, attention_scale, name):
     """The checked arguments' two-layer model (weights still to set) and its mirror."""
-    _check_arguments(layer_norm_epsilon, output_scale)
+    layer_norm_epsilon = check_float("layer_norm_epsilon", layer_norm_epsilon, low=0.0)
+    check_positive("output_scale", output_scale)
+    check_positive("attention_scale", attention_scale)
     half, num_heads, mlp_units = _TASKS[task]
     model = _build_two_layer_model(
         task,
@@ -225,16 +246,6 @@ def _exact_model(task, layer_norm, layer_norm_epsilon, output_scale, name):
         name=name,
     )
     return model, _Mirror(half, layer_norm)
-
-
-def _check_arguments(layer_norm_epsilon, output_scale):
-    if layer_norm_epsilon < 0:
-        raise ValueError(
-            "`layer_norm_epsilon` must be non-negative. "
-            f"Received: layer_norm_epsilon={layer_norm_epsilon}"
-        )
-    if output_scale <= 0:
-        raise ValueError(f"`output_scale` must be positive. Received: output_scale={output_scale}")
 
 
 def _build_two_layer_model(task, half, num_heads, layer_norm, epsilon, intermediate_dims, name):

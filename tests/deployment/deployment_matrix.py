@@ -216,7 +216,7 @@ MODEL_CASES = {
         _ints((2, 7), 2),
     ),
     "build_exact_parity_transformer": lambda: (
-        build_exact_parity_transformer(layer_norm=True, epsilon=1e-5),
+        build_exact_parity_transformer(layer_norm=True),
         _ints((2, 7), 2),
     ),
     "build_logsparse_forecaster": _forecaster,
