@@ -2,10 +2,12 @@
 
 Chiang & Cholak (2022): the exact transformers classify every string, but
 without layer norm the CLS output shrinks as the string grows, so the
-cross-entropy tends to 1 bit; with layer norm and `epsilon = 0` it is the
-same at every length, and a positive epsilon brings the decay back. For each
+cross-entropy tends to 1 bit; with layer norm and `epsilon = 0` (the paper's
+limit) it is the same at every length, and a positive epsilon (`1e-5`, the
+official code's and the builders' default) brings the decay back. For each
 task and model, the mean cross-entropy of the true label over random strings
-of each length, and the accuracy.
+of each length, and the accuracy; each row records the builder arguments it
+used.
 
     python benchmarks/exact_cross_entropy.py [--lengths 10 100 1000] [--strings 32] \
         [--output results/benchmarks/exact_cross_entropy.json]
@@ -28,10 +30,11 @@ from keras_attn.models import (  # noqa: E402
 from keras_attn.utils import write_benchmark  # noqa: E402
 
 BUILDERS = {"parity": build_exact_parity_transformer, "first": build_exact_first_transformer}
+# Every argument that changes the numbers is given, defaults included.
 MODELS = {
     "no layer norm": {"layer_norm": False},
-    "layer norm, epsilon 0": {"layer_norm": True, "layer_norm_epsilon": 0.0},
-    "layer norm, epsilon 1e-5": {"layer_norm": True, "layer_norm_epsilon": 1e-5},
+    "layer norm, epsilon 0 (the paper's limit)": {"layer_norm": True, "layer_norm_epsilon": 0.0},
+    "layer norm, epsilon 1e-5 (default)": {"layer_norm": True, "layer_norm_epsilon": 1e-5},
 }
 
 
@@ -48,13 +51,13 @@ def measure(lengths, strings, seed=0):
     for task, build in BUILDERS.items():
         for name, kwargs in MODELS.items():
             model = build(**kwargs)
-            row = {"task": task, "model": name, "bits": [], "accuracy": []}
+            row = {"task": task, "model": name, "arguments": kwargs, "bits": [], "accuracy": []}
             for length in lengths:
                 tokens, labels = make_bit_strings(strings, length, task, seed=seed)
                 bits, accuracy = cross_entropy_bits(model, tokens, labels)
                 row["bits"].append(bits)
                 row["accuracy"].append(accuracy)
-            print(f"{task:>6} {name:<26} " + " ".join(f"{b:.4f}" for b in row["bits"]))
+            print(f"{task:>6} {name:<41} " + " ".join(f"{b:.4f}" for b in row["bits"]))
             rows.append(row)
     return rows
 
