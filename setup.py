@@ -104,6 +104,8 @@ setup(
             "hypothesis",
             "mkdocs-material",
             "mkdocstrings[python]",
+            # The notebooks on the docs site, with their stored outputs.
+            "mkdocs-jupyter",
             # The deployment matrix: ONNX export from each backend and ONNX Runtime.
             "onnx",
             "onnxscript",

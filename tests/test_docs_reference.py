@@ -9,25 +9,26 @@ function that the package exports.
 import importlib
 import importlib.util
 import pathlib
-import pkgutil
 import re
 
-import keras_attn
+from tools import docs_api
 from tools.griffe_keras import google_style
 
 DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
 DIRECTIVE = re.compile(r"^::: (\S+)", re.MULTILINE)
 # A cross-reference by identifier: [`name`][keras_attn.package.name].
 LINK = re.compile(r"\]\[(keras_attn\.[\w.]+)\]")
+# An item of a package list: the linked name, a colon and its summary.
+LIST_ITEM = re.compile(r"^- \[`(?P<name>\w+)`\]\[(?P<path>[\w.]+)\](?P<rest>.*)$", re.MULTILINE)
 
 
 def _public_names():
-    """`(path, value)` for every name in a public package's `__all__`."""
-    for info in pkgutil.iter_modules(keras_attn.__path__, "keras_attn."):
-        if info.ispkg:
-            package = importlib.import_module(info.name)
-            for name in getattr(package, "__all__", ()):
-                yield f"{info.name}.{name}", getattr(package, name)
+    """`(path, value)` for every name in a public package's `__all__`.
+
+    Every public package counts: `keras_attn` itself and nested ones such as
+    `keras_attn.models.adavit`.
+    """
+    return docs_api.public_paths()
 
 
 def _rendered(path):
@@ -55,6 +56,39 @@ def test_every_public_name_is_rendered_on_a_page():
 
 def test_the_packages_page_links_every_public_name():
     assert _missing(LINK.findall((DOCS / "api.md").read_text())) == []
+
+
+def test_the_public_packages_include_the_top_and_the_nested_ones():
+    paths = {path for path, _ in _public_names()}
+    assert {
+        "keras_attn.__version__",
+        "keras_attn.analysis.topic_structure.take_off_step",
+        "keras_attn.models.adavit.DECISION_KEYS",
+    } <= paths
+
+
+def test_every_name_of_the_package_lists_has_a_one_line_summary():
+    items = list(LIST_ITEM.finditer((DOCS / "api.md").read_text()))
+    assert len(items) > 200
+    for item in items:
+        summary = docs_api.summary(item["path"])
+        assert item["rest"] == f": {summary}", item["name"]
+        assert summary and "\n" not in summary
+
+
+def test_a_name_links_to_its_shortest_public_path():
+    from keras_attn import models
+
+    assert docs_api.link_path(models.adavit.AdaViT) == "keras_attn.models.AdaViT"
+    assert docs_api.link_path(models.adavit.DECISION_KEYS) == (
+        "keras_attn.models.adavit.DECISION_KEYS"
+    )
+    # The submodule `head_importance` comes before the function of that name.
+    from keras_attn.pruning import head_importance
+
+    assert docs_api.link_path(head_importance) == (
+        "keras_attn.pruning.head_importance.head_importance"
+    )
 
 
 def test_a_keras_example_and_call_arguments_read_as_google_style():

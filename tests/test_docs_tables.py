@@ -114,3 +114,46 @@ def test_bsarec_search_lists_the_shared_run_once_and_bolds_the_choice():
         "| 0.3 | 3 | 0.1300 | 15 |",
         "| **0.1** | **1** | **0.1500** | **15** |",
     ]
+
+
+def test_check_fails_when_a_figure_or_its_result_file_changes(copies):
+    docs, results = copies
+    figure = docs / "img" / "adavit-tradeoff.svg"
+    drawn = figure.read_text()
+    path = results / "adavit-full.json"
+    data = json.loads(path.read_text())
+    data["summary"]["full"]["latency_ms"]["mean"] *= 2
+    path.write_text(json.dumps(data))
+    assert docs_tables.update(docs, results, check=True) == [figure]
+    assert figure.read_text() == drawn  # a check changes nothing
+    docs_tables.update(docs, results)  # regenerating redraws it
+    assert figure.read_text() != drawn
+    assert docs_tables.update(docs, results, check=True) == []
+
+
+def test_a_figure_marker_links_its_drawing(copies):
+    docs, results = copies
+    figure = docs / "img" / "adavit-tradeoff.svg"
+    figure.unlink()
+    assert docs_tables.update(docs, results, check=True) == [figure]
+    page = (docs / "adavit.md").read_text()
+    assert "](img/adavit-tradeoff.svg)\n<!-- /results -->" in page
+
+
+def test_the_deployment_matrix_is_one_grid_with_each_path_heading_its_backends():
+    grid = TABLES["deployment-matrix"](docs_tables.Results(RESULTS)).splitlines()
+    assert grid[0] == '<table class="deployment-grid">'
+    paths = '<th colspan="3">SavedModel</th><th colspan="3">ONNX</th><th colspan="1">LiteRT</th>'
+    assert grid[2] == f'<tr><th rowspan="2">layer or builder</th>{paths}</tr>'
+    assert (
+        grid[3]
+        == "<tr>"
+        + "".join(
+            f"<th>{backend}</th>" for backend in ("TF", "JAX", "torch", "TF", "JAX", "torch", "TF")
+        )
+        + "</tr>"
+    )
+    rows = [row for row in grid if row.startswith("<tr><td>")]
+    cases = json.loads((RESULTS / "deployment-matrix.json").read_text())["results"]
+    assert len(rows) == len(cases["tensorflow"]["saved_model"])
+    assert all(row.count("<td>") == 8 for row in rows)

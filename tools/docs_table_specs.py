@@ -6,6 +6,7 @@ that returns the markdown table.
 """
 
 import functools
+import html
 import pathlib
 import statistics
 
@@ -993,16 +994,18 @@ def benchmark_runs(results):
     return markdown_table(["benchmark", "result files"], rows)
 
 
-# The deployment matrix's columns: (backend, path) -> header.
-DEPLOYMENT_COLUMNS = {
-    ("tensorflow", "saved_model"): "SavedModel from TF",
-    ("jax", "saved_model"): "SavedModel from JAX",
-    ("torch", "saved_model"): "SavedModel from torch",
-    ("tensorflow", "onnx"): "ONNX from TF",
-    ("jax", "onnx"): "ONNX from JAX",
-    ("torch", "onnx"): "ONNX from torch",
-    ("tensorflow", "litert"): "LiteRT from TF",
-}
+# The deployment matrix's columns, (backend, path), grouped by path in this order.
+DEPLOYMENT_COLUMNS = (
+    ("tensorflow", "saved_model"),
+    ("jax", "saved_model"),
+    ("torch", "saved_model"),
+    ("tensorflow", "onnx"),
+    ("jax", "onnx"),
+    ("torch", "onnx"),
+    ("tensorflow", "litert"),
+)
+DEPLOYMENT_PATHS = {"saved_model": "SavedModel", "onnx": "ONNX", "litert": "LiteRT"}
+DEPLOYMENT_BACKENDS = {"tensorflow": "TF", "jax": "JAX", "torch": "torch"}
 
 
 def _deployment_limits(outcomes):
@@ -1031,14 +1034,44 @@ def deployment_matrix(results):
             return "works"
         if outcome["outcome"] == "upstream limit":
             return f"limit {limits[outcome['workaround']]}"
-        return "**fails**"
+        return "<strong>fails</strong>"
 
     cases = next(iter(outcomes.values()))
     rows = [
-        [f"`{case}`", *(cell(outcomes[column][case]) for column in DEPLOYMENT_COLUMNS)]
+        [
+            f"<code>{html.escape(case)}</code>",
+            *(cell(outcomes[column][case]) for column in DEPLOYMENT_COLUMNS),
+        ]
         for case in cases
     ]
-    return markdown_table(["layer or builder", *DEPLOYMENT_COLUMNS.values()], rows)
+    return _deployment_grid(rows)
+
+
+def _deployment_grid(rows):
+    """An HTML table with a header row of export paths over one of backends.
+
+    Compact where a markdown table is not: each path heads its backends once,
+    and the `deployment-grid` style of `docs/stylesheets/extra.css` breaks a
+    name only between words.
+    """
+    paths = [path for _, path in DEPLOYMENT_COLUMNS]
+    groups = [(path, paths.count(path)) for path in dict.fromkeys(paths)]
+    path_row = "".join(f'<th colspan="{n}">{DEPLOYMENT_PATHS[path]}</th>' for path, n in groups)
+    backend_row = "".join(f"<th>{DEPLOYMENT_BACKENDS[b]}</th>" for b, _ in DEPLOYMENT_COLUMNS)
+    body = ["<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows]
+    return "\n".join(
+        [
+            '<table class="deployment-grid">',
+            "<thead>",
+            f'<tr><th rowspan="2">layer or builder</th>{path_row}</tr>',
+            f"<tr>{backend_row}</tr>",
+            "</thead>",
+            "<tbody>",
+            *body,
+            "</tbody>",
+            "</table>",
+        ]
+    )
 
 
 def deployment_limits(results):

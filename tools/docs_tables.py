@@ -8,17 +8,29 @@ A docs page marks each generated part with a pair of HTML comments:
 
     <!-- results:value FILE PATH FORMAT -->0.6905<!-- /results -->
 
-`NAME` is a key of `TABLES`; `FILE` is a result file's stem under
-`results/` (`mimetic-full` for `results/mimetic-full.json`); `PATH` walks
-the JSON by keys and list indices separated by `/` (`summary/mimetic/mean`);
-`FORMAT` is a Python format spec (`.4f`, required), applied to each item
-of a list (joined by ", "); a key may contain spaces. `<!-- results:index -->` lists
-every result file with its setting, commit, wall time and load.
+    <!-- results:figure NAME -->
+    ![alternative text](img/NAME.svg)
+    <!-- /results -->
+
+    <!-- results:package PACKAGE -->
+    - [`name`][PACKAGE.name]: the first paragraph of its docstring.
+    <!-- /results -->
+
+`NAME` is a key of `TABLES` (a table) or of `docs_figures.FIGURES` (a
+figure, drawn into `docs/img/NAME.svg`); `PACKAGE` is a public package of
+keras_attn, whose `__all__` `docs_api` lists; `FILE` is a result file's
+stem under `results/` (`mimetic-full` for `results/mimetic-full.json`);
+`PATH` walks the JSON by keys and list indices separated by `/`
+(`summary/mimetic/mean`); `FORMAT` is a Python format spec (`.4f`,
+required), applied to each item of a list (joined by ", "); a key may
+contain spaces. `<!-- results:index -->` lists every result file with its
+setting, commit, wall time and load.
 
 Run `python -m tools.docs_tables` from the repository root to rewrite the
-pages and `python -m tools.docs_tables --check` to fail when a page differs
-from what the files give. This is repository tooling: it reads `docs/` and
-`results/` of a checkout and is not part of the installed package.
+pages, lists and figures and `python -m tools.docs_tables --check` to fail
+when one differs from what the files and packages give. This is repository
+tooling: it reads `docs/` and `results/` of a checkout and is not part of
+the installed package.
 """
 
 import argparse
@@ -29,7 +41,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MARKER = re.compile(
-    r"<!-- results:(?P<kind>table|value|index)(?P<args>[^>]*?) -->"
+    r"<!-- results:(?P<kind>table|value|index|figure|package)(?P<args>[^>]*?) -->"
     r"(?P<body>.*?)<!-- /results -->",
     re.DOTALL,
 )
@@ -110,6 +122,15 @@ def render(kind, args, results):
         if name not in TABLES:
             raise KeyError(f"Unknown docs table {name!r}; known: {sorted(TABLES)}")
         return "\n" + TABLES[name](results) + "\n"
+    if kind == "package":
+        from tools.docs_api import package_list
+
+        return "\n" + package_list(args.strip()) + "\n"
+    if kind == "figure":
+        from tools.docs_figures import alt_text
+
+        name = args.strip()
+        return f"\n![{alt_text(name)}](img/{name}.svg)\n"
     stem, *path, spec = args.split()
     value = lookup(results(stem), " ".join(path))
     if isinstance(value, list):
@@ -144,20 +165,29 @@ def generate(text, results):
     return MARKER.sub(replace, text)
 
 
-def update(docs_dir, results_dir, check=False):
-    """Regenerates every page in `docs_dir`; returns the pages that differed.
+def figures(text, docs_dir, results):
+    """`{path: SVG text}` of each figure that `text` marks, under `docs_dir/img`."""
+    from tools.docs_figures import svg
 
-    With `check=True` the pages are left as they are.
+    names = [match["args"].strip() for match in MARKER.finditer(text) if match["kind"] == "figure"]
+    return {pathlib.Path(docs_dir) / "img" / f"{name}.svg": svg(name, results) for name in names}
+
+
+def update(docs_dir, results_dir, check=False):
+    """Regenerates every page and figure in `docs_dir`; returns the files that differed.
+
+    With `check=True` the files are left as they are.
     """
     results = Results(results_dir)
     changed = []
     for page in sorted(pathlib.Path(docs_dir).glob("*.md")):
         text = page.read_text()
-        new = generate(text, results)
-        if new != text:
-            changed.append(page)
-            if not check:
-                page.write_text(new)
+        files = {page: generate(text, results), **figures(text, docs_dir, results)}
+        for path, new in files.items():
+            if not path.exists() or path.read_text() != new:
+                changed.append(path)
+                if not check:
+                    path.write_text(new)
     return changed
 
 

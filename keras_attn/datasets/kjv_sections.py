@@ -8,7 +8,6 @@ from keras_attn.datasets._utils import TrainTestSplit, check_count, check_split,
 from keras_attn.datasets.data_cache import find_package_file
 from keras_attn.datasets.errors import CorruptDataError
 
-# The traditional sections of the Protestant canon: (label, first book, last book).
 KJV_SECTIONS = (
     ("law", "Genesis", "Deuteronomy"),
     ("history", "Joshua", "Esther"),
@@ -18,6 +17,7 @@ KJV_SECTIONS = (
     ("epistles", "Romans", "Jude"),
     ("revelation", "Revelation", "Revelation"),
 )
+"""The traditional sections of the Protestant canon: `(label, first book, last book)`."""
 
 _INSTALL_HINT = 'pip install "keras-attn[reproduce]"'
 _VERSES_PER_SECTION = (5852, 7018, 4785, 5490, 4786, 2768, 404)

@@ -58,6 +58,9 @@ SETTINGS = {
 LATENCY_BATCH = 64  # also the evaluation batch: one compiled fast path per policy
 POLICIES = ("learned", "random")
 MEASURES = ("accuracy", "macs", "latency_ms")
+# Axes of `plot_tradeoff`: (measure, scale, label).
+ACCURACY = ("accuracy", 1, "test accuracy")
+MACS = ("macs", 1e-6, "MMACs per image")
 
 
 def add_arguments(parser):
@@ -210,9 +213,9 @@ def _figure(results, images, examples):
     grid = figure.add_gridspec(2 + len(examples), 6, height_ratios=[3, 0.2] + [1] * len(examples))
     compute_axis = figure.add_subplot(grid[0, :3])
     latency_axis = figure.add_subplot(grid[0, 3:])
-    _plot_against(compute_axis, results["summary"], "macs", 1e-6, "MMACs per image")
     batch = results["setting"]["latency_batch"]
-    _plot_against(latency_axis, results["summary"], "latency_ms", 1, f"ms per batch of {batch}")
+    plot_tradeoff(compute_axis, results["summary"], MACS, ACCURACY)
+    plot_tradeoff(latency_axis, results["summary"], latency(batch), ACCURACY)
     for row, (gamma, kept) in enumerate(examples.items()):
         for column, image in enumerate(images):
             axis = figure.add_subplot(grid[2 + row, column])
@@ -227,35 +230,43 @@ def _figure(results, images, examples):
     return figure
 
 
-def _plot_against(axis, summary, measure, scale, label):
-    """Accuracy against `measure` for the full ViT and both policies, error bars over seeds."""
-    for policy, style in (("learned", "o-"), ("random", "s--")):
-        entries = [entry[policy] for entry in summary["adavit"]]
+def plot_tradeoff(axis, summary, x, y):
+    """`y` against `x` for the full ViT and both policies, error bars over seeds.
+
+    `summary` is a result's `"summary"`; `x` and `y` are `(measure, scale,
+    label)`: a key of `MEASURES`, the factor that its values are shown at and
+    the axis label (`ACCURACY`, `MACS`, `latency(batch)`). The docs figure of
+    the committed result draws with it too.
+    """
+    (x_key, x_scale, x_label), (y_key, y_scale, y_label) = x, y
+
+    def errorbar(points, style, **kwargs):
         axis.errorbar(
-            [e[measure]["mean"] * scale for e in entries],
-            [e["accuracy"]["mean"] for e in entries],
-            xerr=[e[measure]["std"] * scale for e in entries],
-            yerr=[e["accuracy"]["std"] for e in entries],
+            [point[x_key]["mean"] * x_scale for point in points],
+            [point[y_key]["mean"] * y_scale for point in points],
+            xerr=[point[x_key]["std"] * x_scale for point in points],
+            yerr=[point[y_key]["std"] * y_scale for point in points],
             fmt=style,
-            label=f"AdaViT, {policy} policy",
+            **kwargs,
         )
-    full = summary["full"]
-    axis.errorbar(
-        full[measure]["mean"] * scale,
-        full["accuracy"]["mean"],
-        xerr=full[measure]["std"] * scale,
-        yerr=full["accuracy"]["std"],
-        fmt="k*",
-        markersize=12,
-        label="full ViT (same training budget)",
-    )
+
+    for policy, style in (("learned", "o-"), ("random", "s--")):
+        errorbar(
+            [entry[policy] for entry in summary["adavit"]], style, label=f"AdaViT, {policy} policy"
+        )
+    errorbar([summary["full"]], "k*", markersize=12, label="full ViT (same training budget)")
     for entry in summary["adavit"]:
         point = entry["learned"]
-        xy = (point[measure]["mean"] * scale, point["accuracy"]["mean"])
+        xy = (point[x_key]["mean"] * x_scale, point[y_key]["mean"] * y_scale)
         axis.annotate(f"γ={entry['gamma']}", xy, fontsize=8)
-    axis.set_xlabel(label)
-    axis.set_ylabel("test accuracy")
+    axis.set_xlabel(x_label)
+    axis.set_ylabel(y_label)
     axis.legend(fontsize=8)
+
+
+def latency(batch):
+    """The latency axis of `plot_tradeoff`, in ms per batch of `batch`."""
+    return ("latency_ms", 1, f"ms per batch of {batch}")
 
 
 def _plot_policy(axis, image, kept):

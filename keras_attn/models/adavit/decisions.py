@@ -4,6 +4,12 @@ import numpy as np
 from keras import ops
 
 DECISION_KEYS = ("patches", "heads", "attention", "mlp")
+"""The kinds of AdaViT decisions: the keys of `AdaViT.decide`'s dict and of `AdaViT.usage`.
+
+`AdaViT.decide` gives boolean `"patches"` `(batch, gated_blocks, patches)`,
+`"heads"` `(batch, gated_blocks, heads)`, and `"attention"` and `"mlp"`
+`(batch, gated_blocks)`, one per sub-layer; `True` keeps, `False` skips.
+"""
 
 
 def fixed_gates(decisions, index, dtype):

@@ -21,13 +21,18 @@ from keras_attn.models.adavit.decisions import DECISION_KEYS, fixed_gates, rando
 from keras_attn.models.adavit.fast_path import AdaViTFastPath
 from keras_attn.utils.validation import check_bool, check_float
 
-# keras_attn's behaviour before these options existed: `from_config` restores it for
-# models saved then, and the reproduction can set any of it to measure its cost.
 FORMER_BEHAVIOUR = {
     "gate_first_block": False,
     "head_gates_mlp_input": False,
     "gated_drop_path": True,
 }
+"""`AdaViT` arguments that give keras_attn's behaviour before these options existed.
+
+The official code's defaults are the opposite. `AdaViT.from_config` restores
+these values for models saved before the options existed, and
+`keras-attn reproduce adavit --former-behaviour OPTION` sets one of them to
+measure its cost.
+"""
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
