@@ -77,16 +77,18 @@ def test_every_name_of_the_package_lists_has_a_one_line_summary():
 
 
 def test_a_name_links_to_its_shortest_public_path():
-    from keras_attn import models
+    from keras_attn import analysis, models, pruning
 
-    assert docs_api.link_path(models.adavit.AdaViT) == "keras_attn.models.AdaViT"
-    assert docs_api.link_path(models.adavit.DECISION_KEYS) == (
+    assert docs_api.link_path(models.adavit, "AdaViT") == "keras_attn.models.AdaViT"
+    assert docs_api.link_path(models.adavit, "DECISION_KEYS") == (
         "keras_attn.models.adavit.DECISION_KEYS"
     )
+    # `MASK_ID` is 1, the same int object as any other 1: its own name decides.
+    assert docs_api.link_path(analysis.topic_structure, "MASK_ID") == (
+        "keras_attn.analysis.topic_structure.MASK_ID"
+    )
     # The submodule `head_importance` comes before the function of that name.
-    from keras_attn.pruning import head_importance
-
-    assert docs_api.link_path(head_importance) == (
+    assert docs_api.link_path(pruning, "head_importance") == (
         "keras_attn.pruning.head_importance.head_importance"
     )
 

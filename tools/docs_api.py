@@ -53,9 +53,18 @@ def _path(package, name, value):
     return f"{path}.{name}" if shadowed else path
 
 
-def link_path(value):
-    """The shortest public path of `value` (the first of equal length)."""
-    paths = [path for path, candidate in public_paths() if candidate is value]
+def link_path(package, name):
+    """The shortest public path of `package`'s export `name` (the first of equal length).
+
+    Another path counts when it exports the same object under the same name:
+    two constants that happen to be the same small int are not one name.
+    """
+    value = getattr(package, name)
+    paths = [
+        path
+        for path, candidate in public_paths()
+        if candidate is value and path.rsplit(".", 1)[-1] == name
+    ]
     return min(paths, key=lambda path: path.count("."))
 
 
@@ -85,6 +94,6 @@ def package_list(package_name):
     package = importlib.import_module(package_name)
     lines = []
     for name in sorted(package.__all__):
-        path = link_path(getattr(package, name))
+        path = link_path(package, name)
         lines.append(f"- [`{name}`][{path}]: {summary(path)}")
     return "\n".join(lines)
