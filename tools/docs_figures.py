@@ -43,7 +43,9 @@ FIGURES = {"adavit-tradeoff": adavit_tradeoff}
 
 def svg(name, results):
     """The SVG text of figure `name`, drawn from `results`."""
-    with plt.rc_context(STYLE):
+    with matplotlib.rc_context():
+        matplotlib.rcdefaults()  # what another caller changed does not count
+        matplotlib.rcParams.update(STYLE)
         figure = FIGURES[name](results)
         buffer = io.StringIO()
         figure.savefig(buffer, **SVG_OPTIONS)

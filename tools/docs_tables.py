@@ -1,4 +1,4 @@
-"""Docs tables generated from the committed result files in `results/`.
+"""Docs tables and figures from the committed result files in `results/`, and package lists.
 
 A docs page marks each generated part with a pair of HTML comments:
 
