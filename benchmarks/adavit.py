@@ -72,6 +72,7 @@ from keras_attn.models import (  # noqa: E402
 )
 from keras_attn.models.adavit import DECISION_KEYS, xla_function  # noqa: E402
 from keras_attn.utils import batch_latency_ms, write_benchmark  # noqa: E402
+from keras_attn.utils.results import set_aside  # noqa: E402
 
 PATCH_SIZES = (4, 2)  # 49 and 196 patches of a 28x28 image
 BATCHES = (1, 64)
@@ -195,11 +196,18 @@ def independent_decisions(adavit, batch, rate, seed):
 
 
 def _done_cases(path):
-    """`(backbone, batch)` of the cases in the output file, and the cases, for `--resume`."""
+    """`(backbone, batch)` of the cases in the output file, and the cases, for `--resume`.
+
+    An output file that cannot be read is set aside, and every case is measured again.
+    """
     if not path.exists():
         return set(), []
-    cases = json.loads(path.read_text())["results"]["cases"]
-    return {(case["backbone"], case["batch"]) for case in cases}, cases
+    try:
+        cases = json.loads(path.read_bytes())["results"]["cases"]
+        return {(case["backbone"], case["batch"]) for case in cases}, cases
+    except (ValueError, KeyError, TypeError) as error:  # not JSON, or not a result's
+        set_aside(path, f"{type(error).__name__}: {error}")
+        return set(), []
 
 
 def load_data(train, test):

@@ -198,3 +198,14 @@ def test_steps_the_evaluations_divide_pass_the_check(paper, tmp_path):
     argv = ["reproduce", paper, "--steps", "12", "--out", str(tmp_path)]
     args = cli.build_parser(argv).parse_args(argv)
     assert args.check_arguments(args) is None
+
+
+def test_a_state_at_a_file_is_refused_before_anything_runs(tmp_path, capsys):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("kept")
+    with pytest.raises(SystemExit) as raised:
+        cli.main(["reproduce", "bsarec", "--out", str(tmp_path / "out"), "--state", str(a_file)])
+    assert raised.value.code == 2
+    assert f"argument --state: cannot be a folder: {a_file} is a file. " in capsys.readouterr().err
+    assert [path.name for path in tmp_path.iterdir()] == ["a_file"]
+    assert a_file.read_text() == "kept"

@@ -1,11 +1,14 @@
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from keras_attn.utils import finish_run
-from keras_attn.utils.results import SMOKE_TEST_NOTICE
+from keras_attn.utils.results import SMOKE_TEST_NOTICE, write_atomically
 
 
 def test_finish_run_writes_meta_and_says_where(tmp_path, capsys):
@@ -110,3 +113,99 @@ def test_overlapping_runs_do_not_replace_each_other(tmp_path, capsys):
     # A later run, started after both, replaces the files as before.
     third = finish_run(tmp_path, "demo", {"run": 3}, started_at=time.time(), setting="full")
     assert third["json"] == second["json"] and json.loads(third["json"].read_text())["run"] == 3
+
+
+# Run B: loads keras_attn/utils/results.py on its own (it imports no other part of
+# keras_attn, so the process starts in a second) and finishes a run whose plot does
+# not render until the file "go" exists in the folder.
+OTHER_RUN = """
+import importlib.util, pathlib, sys, time
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.artist, matplotlib.pyplot as plt
+
+spec = importlib.util.spec_from_file_location("results", sys.argv[1])
+results = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(results)
+out = pathlib.Path(sys.argv[2])
+
+
+class WaitForGo(matplotlib.artist.Artist):
+    def draw(self, renderer):
+        while not (out / "go").exists():
+            time.sleep(0.01)
+
+
+figure = plt.figure(figsize=(2, 1))
+figure.gca().plot([0, 1], [0, 1])
+figure.add_artist(WaitForGo())
+results.finish_run(out, "demo", {"run": "B"}, figure, started_at=time.time(), setting="full")
+"""
+
+
+def test_a_run_keeps_results_another_run_renamed_into_place_after_it_started(tmp_path, capsys):
+    """Run B writes its JSON before this run starts and renames it into place after: B's stay."""
+    import keras_attn.utils.results as results_module
+
+    other = subprocess.Popen(
+        [sys.executable, "-c", OTHER_RUN, results_module.__file__, str(tmp_path)]
+    )
+    try:
+        while not list(tmp_path.glob(".demo.json.*.tmp")):  # B is rendering its plot
+            assert other.poll() is None, "run B ended before it wrote its JSON"
+            time.sleep(0.01)
+        started_at = time.time()  # this run starts while B has not finished
+        (tmp_path / "go").touch()
+        ours = finish_run(
+            tmp_path, "demo", {"run": "A"}, small_figure(2), started_at=started_at, setting="full"
+        )
+    finally:
+        assert other.wait(timeout=60) == 0
+    assert json.loads((tmp_path / "demo.json").read_text())["run"] == "B"
+    assert ours["json"].name.startswith("demo-") and ours["json"].stem == ours["png"].stem
+    assert json.loads(ours["json"].read_text())["run"] == "A"
+    assert ours["png"].read_bytes() != (tmp_path / "demo.png").read_bytes()
+    assert "was written by another run after this run started" in capsys.readouterr().out
+
+
+def _record_syncs(monkeypatch):
+    """Records `("fsync", inode)` and `("replace", target)` as the real calls run."""
+    events = []
+    fsync, replace = os.fsync, os.replace
+
+    def recorded_fsync(descriptor):
+        events.append(("fsync", os.fstat(descriptor).st_ino))
+        fsync(descriptor)
+
+    def recorded_replace(source, target):
+        replace(source, target)
+        events.append(("replace", Path(target)))
+
+    monkeypatch.setattr(os, "fsync", recorded_fsync)
+    monkeypatch.setattr(os, "replace", recorded_replace)
+    return events
+
+
+def _synced_before_renamed_then_folder(events, paths, folder):
+    """Each file was flushed before its rename, and the folder after the last rename."""
+    for path in paths:
+        renamed = events.index(("replace", path))
+        assert ("fsync", path.stat().st_ino) in events[:renamed]
+    last_rename = max(events.index(("replace", path)) for path in paths)
+    assert ("fsync", folder.stat().st_ino) in events[last_rename + 1 :]
+
+
+def test_finished_results_are_flushed_to_the_disk(tmp_path, monkeypatch):
+    """A power loss after `finish_run` returns cannot leave an empty JSON or plot."""
+    events = _record_syncs(monkeypatch)
+    paths = finish_run(
+        tmp_path, "demo", {"run": 1}, small_figure(2), started_at=time.time(), setting="full"
+    )
+    _synced_before_renamed_then_folder(events, list(paths.values()), tmp_path)
+
+
+def test_an_atomic_write_is_flushed_to_the_disk(tmp_path, monkeypatch):
+    events = _record_syncs(monkeypatch)
+    path = write_atomically(tmp_path / "run.json", lambda file: file.write(b"{}"))
+    _synced_before_renamed_then_folder(events, [path], tmp_path)
+    assert path.read_bytes() == b"{}"

@@ -26,9 +26,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import keras
+import numpy as np
 
 from keras_attn._typing import Tensor
 from keras_attn.layers import MultiHeadSelfAttention, TransformerBlock
+from keras_attn.utils.validation import static_size
 
 # `keras.layers.MultiHeadAttention` includes its KerasHub subclasses
 # (`CachedMultiHeadAttention` of `BertBackbone`, `GPT2Backbone`, ...).
@@ -389,11 +391,14 @@ def gate_heads(
     head_dim)`, by `make_gate(name, ones)`, where `ones` has shape
     `(batch, length, heads, 1)`; the gradient of a loss with respect to a
     gate of ones is the per-token head-mask gradient of Michel et al. (2019).
+    (A Keras `MultiHeadAttention` over several `attention_axes` has one
+    `length` axis per attended axis.)
 
     Args:
         layers: dict `name -> attention layer`, as from `find_attention_layers`.
         make_gate: callable `make_gate(name, ones)` returning the gate of
-            layer `name`, broadcastable to `(batch, length, heads, head_dim)`.
+            layer `name`, broadcastable to `(batch, length, heads, head_dim)`
+            without changing that shape; another gate raises a `ValueError`.
 
     Yields:
         dict `name -> list of the gates`, one per call of the layer made
@@ -416,9 +421,29 @@ def gate_heads(
     def gated(projection, call, inputs, *args, **kwargs):
         name = names[id(projection)]
         gate = make_gate(name, keras.ops.ones_like(inputs[..., :1]))  # (batch, length, heads, 1)
+        _check_gate(name, gate, inputs)
         gates[name].append(gate)
         return call(inputs * gate, *args, **kwargs)
 
     projections = [attention_projections(layer)["output"] for layer in layers.values()]
     with intercept_calls(projections, gated):
         yield gates
+
+
+def _check_gate(name, gate, heads):
+    """Raises unless `gate` broadcasts to the shape of `heads` without changing it.
+
+    Sizes unknown when tracing (`None`, or symbolic) are not compared.
+    """
+    gate_shape = tuple(gate.shape) if hasattr(gate, "shape") else np.shape(gate)
+    heads_shape = tuple(heads.shape)
+    fits = len(gate_shape) <= len(heads_shape) and all(
+        static_size(size) in (1, None) or static_size(target) in (static_size(size), None)
+        for size, target in zip(reversed(gate_shape), reversed(heads_shape), strict=False)
+    )
+    if not fits:
+        raise ValueError(
+            f"`make_gate` must return a gate that broadcasts to the heads' outputs of layer "
+            f"{name!r}, of shape {heads_shape} (batch, length, heads, head_dim). "
+            f"Received: gate.shape={gate_shape}"
+        )

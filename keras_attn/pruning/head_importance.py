@@ -2,6 +2,7 @@
 better than one?" (https://arxiv.org/abs/1905.10650).
 """
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -47,7 +48,10 @@ def head_importance(
     from the backend's own autodiff (TensorFlow's gradient tape, `jax.grad`
     or torch's autograd). Each attention layer must run once per model
     call: a layer called twice (shared between two inputs) raises a
-    `ValueError` naming it.
+    `ValueError` naming it. A Keras `MultiHeadAttention` over several axes
+    (`attention_axes`, as on images) counts each of their index tuples as a
+    position. A layer whose output does not reach the loss scores 0 for
+    every head, its gradient, on every backend.
 
     Args:
         model: a built Keras model.
@@ -61,7 +65,7 @@ def head_importance(
             count them. By default, the nonzero entries of `x["padding_mask"]`
             when `x` is a dict with that key (keras_attn's encoders and
             KerasHub's text backbones), else every position of the batch
-            (the first attention layer's sequence length).
+            that the first attention layer attends over.
 
     Returns:
         dict `layer name -> (num_heads,) numpy array` (keys as in
@@ -90,9 +94,10 @@ def head_importance(
 
         gates, gradients = _gate_gradients(layers, total_loss)
         for name, (gradient,) in gradients.items():
-            # (batch, length, heads, 1) -> (heads,)
-            totals[name] += np.abs(keras.ops.convert_to_numpy(gradient)).sum(axis=(0, 1, 3))
-        first_gate = gates[next(iter(layers))][0]  # (batch, length, heads, 1)
+            gradient = np.abs(keras.ops.convert_to_numpy(gradient))
+            # (batch, *positions, heads, 1) -> (heads,)
+            totals[name] += gradient.sum(axis=tuple(range(gradient.ndim - 2)) + (-1,))
+        first_gate = gates[next(iter(layers))][0]  # (batch, *positions, heads, 1)
         examples += int(first_gate.shape[0])
         tokens += _count_tokens(token_mask, x, first_gate)
     last = list(layers)[-1]
@@ -108,8 +113,9 @@ def _gate_gradients(layers, total_loss):
     """Runs `total_loss()` with gated heads; returns the gates and the loss gradients.
 
     Both are dicts `name -> [gate]` (one entry per call of the layer), each
-    `(batch, length, heads, 1)`, differentiated with the backend's own
-    autodiff.
+    `(batch, *positions, heads, 1)`, differentiated with the backend's own
+    autodiff. A gate that does not reach the loss has a zero gradient, as
+    `jax.grad` gives it.
     """
     backend = keras.backend.backend()
     if backend == "tensorflow":
@@ -117,13 +123,17 @@ def _gate_gradients(layers, total_loss):
 
         with tf.GradientTape() as tape:
             gates, total = _run_gated(layers, total_loss, lambda name, ones: _watch(tape, ones))
-        return gates, tape.gradient(total, gates)
+        return gates, tape.gradient(
+            total, gates, unconnected_gradients=tf.UnconnectedGradients.ZERO
+        )
     if backend == "torch":
         import torch
 
         gates, total = _run_gated(layers, total_loss, lambda name, ones: ones.requires_grad_())
         names = list(gates)
-        gradients = torch.autograd.grad(total, [gates[name][0] for name in names])
+        gradients = torch.autograd.grad(
+            total, [gates[name][0] for name in names], allow_unused=True, materialize_grads=True
+        )
         return gates, {name: [gradient] for name, gradient in zip(names, gradients, strict=True)}
     if backend == "jax":
         import jax
@@ -149,7 +159,7 @@ def _run_gated(layers, total_loss, make_gate):
     """`(gates, total_loss())` with each head's output multiplied by a gate.
 
     `make_gate(name, ones)` returns the gate of layer `name` from a tensor
-    of ones of shape `(batch, length, heads, 1)` (see
+    of ones of shape `(batch, *positions, heads, 1)` (see
     `keras_attn.interop.gate_heads`), so its gradient is the per-token mask
     gradient. A layer called more than once per model call is refused: one
     gate per head and token would be ambiguous.
@@ -166,12 +176,17 @@ def _run_gated(layers, total_loss, make_gate):
 
 
 def _count_tokens(token_mask, x, gate):
-    """The real tokens of batch `x`: `token_mask(x)`, its padding mask or every position."""
+    """The real tokens of batch `x`: `token_mask(x)`, its padding mask or every position.
+
+    Every position is each of the `gate`'s `(batch, *positions)`: a layer
+    that attends over two axes (`attention_axes` of a Keras
+    `MultiHeadAttention`) has one per pair of indices.
+    """
     if token_mask is not None:
         return int(np.count_nonzero(keras.ops.convert_to_numpy(token_mask(x))))
     if isinstance(x, dict) and "padding_mask" in x:
         return int(np.count_nonzero(keras.ops.convert_to_numpy(x["padding_mask"])))
-    return int(gate.shape[0]) * int(gate.shape[1])
+    return math.prod(int(size) for size in gate.shape[:-2])
 
 
 def _per_example_loss(loss):

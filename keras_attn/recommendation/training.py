@@ -4,6 +4,8 @@ import json
 import os
 import pathlib
 import time
+import zipfile
+import zlib
 from collections.abc import Sequence
 
 import keras
@@ -13,7 +15,7 @@ from keras_attn._typing import Tensor
 from keras_attn.losses import SampledBinaryCrossentropy
 from keras_attn.recommendation.data import PADDING_ITEM, LeaveOneOutSplit
 from keras_attn.recommendation.evaluation import RankingEarlyStopping
-from keras_attn.utils.results import write_atomically
+from keras_attn.utils.results import set_aside, write_atomically
 from keras_attn.utils.training import build_optimizer, ordered_batches
 
 # "softmax": cross-entropy over all items (BSARec's official training);
@@ -21,6 +23,8 @@ from keras_attn.utils.training import build_optimizer, ordered_batches
 # (the official SASRec's training).
 LOSSES = ("softmax", "bce")
 STATE_VERSION = 1
+# The early-stopping state that a state file records.
+STOPPING_KEYS = ("history", "best_epoch", "best_score", "wait", "non_finite_epochs")
 
 
 def sample_negatives(
@@ -137,7 +141,11 @@ def fit_recommender(
     optimizer's variables, the epoch, the early-stopping state with its best
     weights, the losses and the time spent. The file is replaced whole or
     not at all. A later call with the same `state_path` starts from it, and
-    gives the same result as a run that was never interrupted.
+    gives the same result as a run that was never interrupted. A state file
+    that cannot be read (truncated, empty, not a state file) is renamed to
+    `<name>.damaged`, with a warning, and the run starts from its first
+    epoch; a state file of another model raises a `ValueError` that names
+    it, before anything is restored.
 
     Args:
         model: a built `keras.Model` from `(batch, max_sequence_length)` item ids to
@@ -174,7 +182,9 @@ def fit_recommender(
     stopping.on_train_begin()
     progress = {"epoch": 0, "train_loss": [], "seconds": 0.0}
     if state_path is not None and pathlib.Path(state_path).is_file():
-        progress = load_state(state_path, model, stopping)
+        saved_progress = load_state(state_path, model, stopping)
+        if saved_progress is not None:  # else the damaged file was set aside
+            progress = saved_progress
     while progress["epoch"] < epochs and stopping.wait < patience:
         epoch, start = progress["epoch"], time.perf_counter()
         inputs, targets = epoch_samples(split, epoch, seed, loss, num_items)
@@ -222,37 +232,79 @@ def save_state(path, model, stopping, progress):
 
 
 def load_state(path, model, stopping):
-    """Restores what `save_state` wrote into `model` and `stopping`; returns the progress."""
-    with np.load(path, allow_pickle=False) as data:
-        record = json.loads(str(data["record"]))
-        if record.get("version") != STATE_VERSION:
-            raise ValueError(
-                f"The state file {path} was written by another version. "
-                f"Received: version={record.get('version')!r}"
-            )
-        _assign("model", model.variables, data, path)
-        _assign("optimizer", model.optimizer.variables, data, path)
-        best = [data[f"best_{i}"] for i in range(sum(n.startswith("best_") for n in data.files))]
+    """Restores what `save_state` wrote into `model` and `stopping`; returns the progress.
+
+    Returns `None`, with the file set aside, when the file cannot be read.
+    A state of another version or model raises a `ValueError` before
+    anything is restored.
+    """
+    saved = _read_state(path)
+    if saved is None:
+        return None
+    record, arrays = saved
+    if record["version"] != STATE_VERSION:
+        raise ValueError(
+            f"The state file {path} was written by another version of keras_attn; remove it "
+            f"to train from the first epoch. Received: version={record['version']!r}"
+        )
+    restored = {"model": model.variables, "optimizer": model.optimizer.variables}
+    best = model.weights if arrays["best"] else []  # no best weights before a finite score
+    for prefix, variables in {**restored, "best": best}.items():
+        _check_fits(path, prefix, arrays[prefix], variables)
+    for prefix, variables in restored.items():
+        for variable, value in zip(variables, arrays[prefix], strict=True):
+            variable.assign(value)
     state = record["stopping"]
     stopping.history = state["history"]
     stopping.best_epoch = state["best_epoch"]
     stopping.best_score = -np.inf if state["best_score"] is None else state["best_score"]
     stopping.wait = state["wait"]
     stopping.non_finite_epochs = state["non_finite_epochs"]
-    stopping.best_weights = best or None
+    stopping.best_weights = arrays["best"] or None
     return record["progress"]
+
+
+def _read_state(path):
+    """`(record, arrays)` of a state file, or `None` with the file set aside when unreadable.
+
+    `arrays` maps `"model"`, `"optimizer"` and `"best"` to lists of arrays.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            stored = {name: data[name] for name in data.files}
+        record = json.loads(str(stored["record"]))
+        record = {
+            "version": record["version"],
+            "progress": {
+                key: record["progress"][key] for key in ("epoch", "train_loss", "seconds")
+            },
+            "stopping": {key: record["stopping"][key] for key in STOPPING_KEYS},
+        }
+        arrays = {prefix: _numbered(stored, prefix) for prefix in ("model", "optimizer", "best")}
+    # np.load's errors for a truncated, empty or foreign file; a missing entry.
+    except (EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile, zlib.error) as error:
+        set_aside(path, f"{type(error).__name__}: {error}")
+        return None
+    return record, arrays
+
+
+def _numbered(stored, prefix):
+    """`[stored["<prefix>_0"], stored["<prefix>_1"], ...]`, as many as `stored` holds."""
+    count = sum(name.startswith(f"{prefix}_") for name in stored)
+    return [stored[f"{prefix}_{index}"] for index in range(count)]
+
+
+def _check_fits(path, prefix, arrays, variables):
+    """Raises unless the state's `prefix` arrays have the shapes of `variables`, the model's."""
+    stored = [tuple(array.shape) for array in arrays]
+    if stored != [tuple(variable.shape) for variable in variables]:
+        raise ValueError(
+            f"The state file {path} does not fit this model: its {prefix} arrays differ from the "
+            f"model's {len(variables)} {prefix} variables. Pass the state file of this model's "
+            f"run, or remove it to train from the first epoch. Received: {len(stored)} {prefix} "
+            f"arrays of shapes {stored[:3]}{'...' if len(stored) > 3 else ''}"
+        )
 
 
 def _variables(prefix, variables):
     return {f"{prefix}_{i}": keras.ops.convert_to_numpy(v) for i, v in enumerate(variables)}
-
-
-def _assign(prefix, variables, data, path):
-    stored = sum(name.startswith(f"{prefix}_") for name in data.files)
-    if stored != len(variables):
-        raise ValueError(
-            f"The state file {path} does not fit this model: it holds {stored} {prefix} "
-            f"variables, the model has {len(variables)}."
-        )
-    for index, variable in enumerate(variables):
-        variable.assign(data[f"{prefix}_{index}"])

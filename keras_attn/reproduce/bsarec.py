@@ -33,8 +33,8 @@ from keras_attn.recommendation import (
     movielens_100k_split,
 )
 from keras_attn.reproduce._run import choose_setting, finish, mean_and_std, run_in_workers
-from keras_attn.utils.results import run_metadata, write_atomically, write_results
-from keras_attn.utils.validation import float_option, int_option
+from keras_attn.utils.results import run_metadata, set_aside, write_atomically, write_results
+from keras_attn.utils.validation import float_option, int_option, output_folder
 
 NAME = "bsarec"
 HELP = "BSARec vs SASRec next-item recommendation on MovieLens-100K."
@@ -75,6 +75,8 @@ SEARCH_CUTOFF = 3  # c while alpha is searched
 # folder records it for all its runs.
 AUTO_JIT = {"SASRec": False, "BSARec": False}
 STATE_FOLDER = "bsarec-state"
+# What the summary, the plot and the search read of a finished run, besides its spec.
+RESULT_KEYS = ("test", "best_epoch", "epochs_run", "valid_ndcg20", "best_valid_ndcg20", "seconds")
 # Training steps per call into the compiled step: the same steps, less time between
 # them (benchmarks/bsarec_training.py); torch runs one step per call.
 STEPS_PER_EXECUTION = 16
@@ -146,6 +148,7 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--state",
+        type=output_folder,
         help=f"Folder of the saved runs, to resume from (default: {STATE_FOLDER} in --out).",
     )
 
@@ -215,7 +218,7 @@ def check_state_folder(state, config):
     """Creates the state folder, or checks that its runs were made with `config`."""
     path = state / "protocol.json"
     if path.is_file():
-        saved = json.loads(path.read_text())
+        saved = _read_protocol(path)
         if saved != json.loads(json.dumps(config)):
             changed = sorted(key for key in config if saved.get(key) != config[key])
             raise ValueError(
@@ -227,6 +230,22 @@ def check_state_folder(state, config):
     state.mkdir(parents=True, exist_ok=True)
     text = json.dumps(config, indent=1)
     write_atomically(path, lambda file: file.write(text.encode()))
+
+
+def _read_protocol(path):
+    """The settings in a state folder's `protocol.json`, or a `ValueError` that says what to do."""
+    try:
+        saved = json.loads(path.read_bytes())
+        problem = None if isinstance(saved, dict) else f"{saved!r:.100} is not a dict"
+    except ValueError as error:  # not JSON, or not UTF-8
+        problem = f"{type(error).__name__}: {error}"
+    if problem is not None:
+        raise ValueError(
+            f"{path} cannot be read: it records the options of the runs in its folder. If they "
+            "were made with the options of this command, remove it to record them again; "
+            f"otherwise pass another --state folder. Received: {problem}"
+        )
+    return saved
 
 
 def jit_for(args, name):
@@ -254,8 +273,9 @@ def train_run(spec, config, state):
     """Trains and tests one run, resuming its saved state; a finished run is read back."""
     state = pathlib.Path(state)
     done = state / f"{spec['name']}.json"
-    if done.is_file():
-        return json.loads(done.read_text())
+    finished = read_finished_run(done, spec)
+    if finished is not None:
+        return finished
     load_at_start = [round(value, 2) for value in os.getloadavg()]
     split, num_items = movielens_100k_split(config["max_sequence_length"], config["users"])
     keras.utils.set_random_seed(spec["seed"])
@@ -303,6 +323,39 @@ def train_run(spec, config, state):
         flush=True,
     )
     return result
+
+
+def read_finished_run(path, spec):
+    """The result of the run `spec` saved at `path`; `None` when there is none.
+
+    A file that does not hold the run's result (truncated, empty, another
+    run's) is set aside (`keras_attn.utils.results.set_aside`), and the run
+    trains again.
+    """
+    if not path.is_file():
+        return None
+    try:
+        result = json.loads(path.read_bytes())
+        problem = _result_problem(result, spec)
+    except ValueError as error:  # not JSON, or not UTF-8
+        problem = f"{type(error).__name__}: {error}"
+    if problem is None:
+        return result
+    set_aside(path, problem)
+    return None
+
+
+def _result_problem(result, spec):
+    """What keeps `result` from being the finished run `spec`, or `None`."""
+    if not isinstance(result, dict):
+        return f"not a run's result: {result!r:.100}"
+    other = {key: result.get(key) for key in spec if result.get(key) != spec[key]}
+    if other:
+        return f"the result of another run: {other}"
+    test = result.get("test")
+    missing = [key for key in RESULT_KEYS if key not in result]
+    missing += [f"test.{m}" for m in METRICS if not isinstance(test, dict) or m not in test]
+    return f"missing {missing}" if missing else None
 
 
 def training_devices():

@@ -8,6 +8,7 @@ import platform
 import subprocess
 import sys
 import time
+import warnings
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -99,7 +100,8 @@ def write_results(
     over the old ones only once both are complete, under a lock on the
     folder: a failed write (a full disk, an unserializable value) leaves the
     old files as they were, and two runs writing at once never leave the
-    JSON of one beside the plot of the other.
+    JSON of one beside the plot of the other. The files are flushed to the
+    disk before this returns, so they survive a power loss whole.
 
     Args:
         out_dir: folder, created if missing.
@@ -134,7 +136,13 @@ def _write_files(out_dir, name, results, figure=None, started_at=None):
 
 
 def _free_stem(out_dir, name, started_at):
-    """`name`, or a stem of this run's own when another run wrote `name.json` after `started_at`."""
+    """`name`, or a stem of this run's own when another run's `name.json` came after `started_at`.
+
+    The time compared is when the other run renamed its files into place
+    (`_replace_together` sets it as the JSON's modification time), not when
+    it began writing them: a run that started while another was still
+    writing keeps the other's files.
+    """
     existing = out_dir / f"{name}.json"
     if started_at is None or not existing.is_file() or existing.stat().st_mtime < started_at:
         return name
@@ -147,19 +155,31 @@ def _free_stem(out_dir, name, started_at):
 
 
 def _replace_together(paths, text, figure):
-    """Writes `text` (and `figure`) to temporary files beside `paths`, then renames them all."""
+    """Writes `text` (and `figure`) to temporary files beside `paths`, then renames them all.
+
+    The files are on disk before they are renamed, and the renames once this
+    returns (see `write_atomically`). The JSON's modification time is then
+    set to the time of its rename, which `_free_stem` compares.
+    """
     temporary = {
         kind: path.with_name(f".{path.name}.{os.getpid()}.tmp") for kind, path in paths.items()
     }
     try:
-        temporary["json"].write_text(text)
+        _write_durably(temporary["json"], lambda file: file.write(text.encode()))
         if figure is not None:
-            figure.savefig(temporary["png"], format="png", dpi=120, bbox_inches="tight")
+            _write_durably(temporary["png"], lambda file: _save_png(figure, file))
         for kind, path in paths.items():
             os.replace(temporary[kind], path)
+        renamed_at = time.time_ns()
+        os.utime(paths["json"], ns=(renamed_at, renamed_at))
+        _sync_folder(paths["json"].parent)
     finally:
         for path in temporary.values():
             path.unlink(missing_ok=True)
+
+
+def _save_png(figure, file):
+    figure.savefig(file, format="png", dpi=120, bbox_inches="tight")
 
 
 def write_atomically(path: str | os.PathLike, save) -> pathlib.Path:
@@ -167,7 +187,9 @@ def write_atomically(path: str | os.PathLike, save) -> pathlib.Path:
 
     A failed or interrupted write (an error in `save`, a full disk, a killed
     process) leaves the old file at `path` as it was; the temporary file
-    beside it is removed when Python can still do so.
+    beside it is removed when Python can still do so. The file is flushed to
+    the disk (`fsync`) before the rename and its folder after it, so a file
+    written survives a power loss whole, not empty.
 
     Args:
         path: the file to write; its folder must exist.
@@ -179,12 +201,59 @@ def write_atomically(path: str | os.PathLike, save) -> pathlib.Path:
     path = pathlib.Path(path)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(temporary, "wb") as file:
-            save(file)
+        _write_durably(temporary, save)
         os.replace(temporary, path)
+        _sync_folder(path.parent)
     finally:
         temporary.unlink(missing_ok=True)
     return path
+
+
+def _write_durably(path, save):
+    """`save(file)` into a new binary file at `path`, flushed to the disk before it is closed."""
+    with open(path, "wb") as file:
+        save(file)
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def _sync_folder(folder):
+    """Flushes `folder`'s entries (the renames into it) to the disk, where folders can be opened."""
+    if os.name == "nt":  # Windows cannot open a folder to flush it.
+        return
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def set_aside(path: str | os.PathLike, problem: str) -> pathlib.Path:
+    """Renames a damaged file to `<name>.damaged` and warns that its run starts again.
+
+    A run that cannot read the file it saved (truncated, empty, not what it
+    wrote) keeps the file for inspection, renamed (`.damaged-2`, ... when
+    the name is taken), and runs again instead of stopping.
+
+    Args:
+        path: the damaged file.
+        problem: what is wrong with it, for the message.
+
+    Returns:
+        The new path, as a `pathlib.Path`.
+    """
+    path = pathlib.Path(path)
+    target, number = path.with_name(f"{path.name}.damaged"), 1
+    while target.exists():
+        number += 1
+        target = path.with_name(f"{path.name}.damaged-{number}")
+    os.replace(path, target)
+    warnings.warn(
+        f"{path} cannot be read ({problem}): it is set aside as {target.name}, and the run "
+        "it belongs to starts again.",
+        stacklevel=2,
+    )
+    return target
 
 
 @contextlib.contextmanager
@@ -253,9 +322,10 @@ def finish_run(
     numbers are a smoke test rather than the paper's result.
 
     The files are written as by `write_results`: whole or not at all, the
-    JSON and the plot together. When another run wrote `name.json` after
-    this run started (two runs with the same `out_dir` at once), that file
-    is kept: this run's files get a stem of their own,
+    JSON and the plot together. When another run's `name.json` came into
+    place after this run started (two runs with the same `out_dir` at once),
+    that run's files are kept, even when it began writing them before this
+    run started: this run's files get a stem of their own,
     `name-<UTC time>-<process id>`, and the message says so.
 
     Args:

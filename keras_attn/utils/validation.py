@@ -233,7 +233,9 @@ def shape_checked_when_run(name, tensor, *expected):
     of another size would be broadcast or sliced silently; this returns
     `tensor` reshaped to its own shape when its sizes equal `expected`'s,
     and to an empty shape otherwise, so that the graph raises when run, in
-    an op of the name scope `<name>_shape_check`. With static sizes (eager
+    an op of the name scope `<name>_shape_check`; on TensorFlow an assertion
+    before the reshape raises first, with a message that names `name` and
+    both shapes (XLA drops it). With static sizes (eager
     calls, and JAX, which traces concrete shapes) `tensor` is returned as
     it is. Do not reshape the result: TensorFlow's graph optimizer merges
     consecutive reshapes, and the check with them.
@@ -252,8 +254,28 @@ def shape_checked_when_run(name, tensor, *expected):
     with keras.name_scope(f"{name}_shape_check"):
         sizes = ops.shape(tensor)
         equal = ops.all(ops.stack([ops.equal(s, e) for s, e in zip(sizes, shape, strict=True)]))
+        tensor = _asserted(equal, name, tensor, sizes, shape)
         # The first size times 0 when a size differs: a reshape that fails.
         return ops.reshape(tensor, (sizes[0] * ops.cast(equal, "int32"), *sizes[1:]))
+
+
+def _asserted(equal, name, tensor, sizes, shape):
+    """`tensor`, after an assertion that names `name`, its `sizes` and the `shape` expected.
+
+    On TensorFlow, the graph's `InvalidArgumentError` then says what was
+    expected and received; XLA drops assertions, so there the reshape after
+    it fails instead.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return tensor
+    import tensorflow as tf
+
+    message = tf.strings.format(
+        f"`{name}` must have shape {{}}. Received: {name}.shape={{}}",
+        (ops.stack(shape), sizes),
+    )
+    with tf.control_dependencies([tf.debugging.Assert(equal, [message])]):
+        return tf.identity(tensor)
 
 
 def _matches(shape, expected):

@@ -47,6 +47,16 @@ def test_small_run_writes_every_case_and_the_docs_table(tmp_path, load_benchmark
     assert len(rows) == len(cases) and rows[0].startswith("| 49 | 1 | learned γ=0.5 |")
 
 
+@pytest.mark.parametrize("content", ["", '{"results": {"cas', '{"results": []}'])
+def test_a_damaged_output_is_set_aside_and_measured_again(tmp_path, load_benchmark, content):
+    output = tmp_path / "paper.json"
+    output.write_text(content)
+    with pytest.warns(UserWarning, match=r"paper\.json cannot be read.*paper\.json\.damaged"):
+        assert load_benchmark("adavit")._done_cases(output) == (set(), [])
+    assert (tmp_path / "paper.json.damaged").read_text() == content
+    assert not output.exists()
+
+
 def test_bounds_by_hand(load_benchmark):
     # 10 of 110 MACs are fixed; the policy keeps 50 of the 100 gated ones.
     case = {"full_macs": 110, "fast_macs": 60, "full_ms": 10.0}

@@ -1,6 +1,8 @@
 """`find_layers` lists nested layers in the order the model runs them;
 `intercept_calls` and what is built on it reach inside them and always let go."""
 
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -249,3 +251,23 @@ def test_gate_heads_equals_a_head_mask(kind):
     np.testing.assert_allclose(keras.ops.convert_to_numpy(gated), expected, atol=1e-5)
     assert [tuple(gate.shape) for gate in gates["attention"]] == [(2, 5, 3, 1)]
     assert "call" not in vars(layer.output_dense)
+
+
+@pytest.mark.parametrize(
+    "gate", [np.ones(3, "float32"), np.ones((2, 5, 2, 1), "float32")], ids=["heads", "batch"]
+)
+def test_a_gate_that_changes_the_heads_shape_is_refused(gate):
+    """A gate of another head count, or one that broadcasts the batch of 1 to 2."""
+    layer = MultiHeadSelfAttention(2, 4, name="attention")
+    x = np.ones((1, 5, 8), "float32")
+    expected = keras.ops.convert_to_numpy(layer(x))
+    message = (
+        re.escape("`make_gate` must return a gate that broadcasts")
+        + r".*layer 'attention', of shape \(1, 5, 2, 4\).*"
+        + re.escape(f"Received: gate.shape={gate.shape}")
+    )
+    with pytest.raises(ValueError, match=message):
+        with gate_heads({"attention": layer}, lambda name, ones: gate):
+            layer(x)
+    assert "call" not in vars(layer.output_dense)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(layer(x)), expected)

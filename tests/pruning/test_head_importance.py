@@ -209,6 +209,51 @@ def test_a_layer_run_twice_is_refused_by_name_and_left_unpatched():
     assert "call" not in vars(shared.output_dense)
 
 
+def _two_axis_model(flat):
+    """`A_1(x) + A_2(x)`, Keras attention over both axes of `(3, 4)` positions, or over 12."""
+    keras.utils.set_random_seed(4)
+    x = keras.Input((12, 8) if flat else (3, 4, 8))
+    axes = None if flat else (1, 2)
+    first = keras.layers.MultiHeadAttention(3, 4, attention_axes=axes, name="first")(x, x)
+    last = keras.layers.MultiHeadAttention(3, 4, attention_axes=axes, name="last")(x, x)
+    return keras.Model(x, keras.layers.Add()([first, last]))
+
+
+def all_positions_linear_loss(c, outputs):
+    return ops.sum(ops.reshape(c * outputs, (ops.shape(c)[0], -1)), axis=1)  # (batch,)
+
+
+@pytest.mark.backend_agnostic
+def test_attention_over_two_axes_scores_each_pair_of_indices_as_a_position():
+    """Attention over both axes of a `(3, 4)` grid is attention over its 12 positions."""
+    grid, flat = _two_axis_model(flat=False), _two_axis_model(flat=True)
+    flat.set_weights(grid.get_weights())
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(2, 3, 4, 8)).astype("float32")
+    c = rng.normal(size=(2, 3, 4, 8)).astype("float32")
+    scores = head_importance(grid, [(x, c)], all_positions_linear_loss, normalize=False)
+    x_flat, c_flat = x.reshape(2, 12, 8), c.reshape(2, 12, 8)
+    for name, divisor in (("first", 2 * 12), ("last", 2)):
+        expected = _official(_head_sums(flat.get_layer(name), x_flat, c_flat), [2], divisor)
+        np.testing.assert_allclose(scores[name], expected, rtol=1e-4)
+
+
+@pytest.mark.backend_agnostic
+def test_a_layer_that_does_not_reach_the_loss_scores_zero():
+    """`y = A_1(x) + stop_gradient(A_2(A_1(x)))`: A_2 runs, but no loss gradient reaches it."""
+    keras.utils.set_random_seed(2)
+    x = keras.Input((5, 8))
+    reached = MultiHeadSelfAttention(3, 4, name="reached")(x)
+    cut = keras.layers.Lambda(ops.stop_gradient)(MultiHeadSelfAttention(3, 4, name="cut")(reached))
+    model = keras.Model(x, keras.layers.Add()([reached, cut]))
+    scores = head_importance(model, [(X, C)], linear_loss, normalize=False)
+    assert list(scores) == ["reached", "cut"]  # the first layer's sums over 15 tokens
+    expected = _official(_head_sums(model.get_layer("reached"), X, C), [3], divisor=15)
+    np.testing.assert_allclose(scores["reached"], expected, rtol=1e-4)
+    np.testing.assert_array_equal(scores["cut"], np.zeros(3))
+    np.testing.assert_array_equal(head_importance(model, [(X, C)], linear_loss)["cut"], np.zeros(3))
+
+
 def test_requires_attention_layers():
     x = keras.Input((4,))
     with pytest.raises(ValueError, match="Received: model="):

@@ -5,13 +5,14 @@ import pytest
 from keras_attn.losses import SampledBinaryCrossentropy
 from keras_attn.models import build_bsarec, build_sasrec
 from keras_attn.recommendation import (
+    RankingEarlyStopping,
     fit_recommender,
     leave_one_out_split,
     sample_negatives,
 )
-from keras_attn.recommendation.training import compile_recommender
+from keras_attn.recommendation.training import compile_recommender, load_state, save_state
 from keras_attn.testing.arrays import to_numpy
-from keras_attn.utils.results import write_atomically
+from keras_attn.utils.results import set_aside, write_atomically
 from keras_attn.utils.training import ordered_batches
 
 NUM_ITEMS = 9
@@ -83,19 +84,108 @@ def _run(state_path, callbacks=()):
     return result, [to_numpy(v) for v in model.variables]
 
 
-def test_an_interrupted_run_resumes_to_the_same_result(tmp_path):
-    whole, whole_weights = _run(tmp_path / "whole.npz")
-    assert whole["epochs_run"] == 2
+@pytest.fixture(scope="module")
+def whole_run(tmp_path_factory):
+    """The result and weights of a run never interrupted."""
+    return _run(tmp_path_factory.mktemp("whole") / "whole.npz")
+
+
+def _assert_same_run(got, expected):
+    (result, weights), (whole, whole_weights) = got, expected
+    assert result["train_loss"] == whole["train_loss"]
+    assert result["valid"] == whole["valid"]
+    assert result["best_epoch"] == whole["best_epoch"]
+    for got_weight, expected_weight in zip(weights, whole_weights, strict=True):
+        np.testing.assert_array_equal(got_weight, expected_weight)
+
+
+def test_an_interrupted_run_resumes_to_the_same_result(tmp_path, whole_run):
+    assert whole_run[0]["epochs_run"] == 2
     with pytest.raises(KeyboardInterrupt):
         _run(tmp_path / "cut.npz", [_Interrupt()])
     assert (tmp_path / "cut.npz").is_file()  # the first epoch's state
-    resumed, resumed_weights = _run(tmp_path / "cut.npz")
-    assert resumed["train_loss"] == whole["train_loss"]
-    assert resumed["valid"] == whole["valid"]
-    assert resumed["best_epoch"] == whole["best_epoch"]
-    for got, expected in zip(resumed_weights, whole_weights, strict=True):
-        np.testing.assert_array_equal(got, expected)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.npz", "whole.npz"]
+    _assert_same_run(_run(tmp_path / "cut.npz"), whole_run)
+    assert [p.name for p in tmp_path.iterdir()] == ["cut.npz"]
+
+
+def test_a_damaged_state_is_set_aside_and_the_run_starts_again(tmp_path, whole_run):
+    """A state file cut short (a full disk, a copy stopped halfway) is kept and not resumed."""
+    with pytest.raises(KeyboardInterrupt):
+        _run(tmp_path / "cut.npz", [_Interrupt()])
+    damaged = (tmp_path / "cut.npz").read_bytes()[:1000]
+    (tmp_path / "cut.npz").write_bytes(damaged)
+    with pytest.warns(
+        UserWarning, match=r"cut\.npz cannot be read \(BadZipFile.*cut\.npz\.damaged"
+    ):
+        rerun = _run(tmp_path / "cut.npz")
+    _assert_same_run(rerun, whole_run)
+    assert (tmp_path / "cut.npz.damaged").read_bytes() == damaged
+
+
+def _saved_state(path, hidden_dim=8):
+    """A real state file of a compiled model, and the model and its early stopping."""
+    model = build_sasrec(NUM_ITEMS, max_sequence_length=4, hidden_dim=hidden_dim, num_layers=1)
+    compile_recommender(model)
+    split = leave_one_out_split(SEQUENCES, max_sequence_length=4)
+    stopping = RankingEarlyStopping(split.valid_inputs, split.valid_targets, split.valid_seen)
+    stopping.set_model(model)
+    stopping.on_train_begin()
+    save_state(path, model, stopping, {"epoch": 1, "train_loss": [2.0], "seconds": 1.0})
+    return model, stopping
+
+
+def _not_a_state(path):
+    np.savez(path, model_0=np.zeros(3))
+
+
+DAMAGES = {
+    "empty": lambda path: path.write_bytes(b""),
+    "truncated": lambda path: path.write_bytes(path.read_bytes()[:-100]),
+    "overwritten": lambda path: path.write_bytes(b"\0" * len(path.read_bytes())),
+    "not a state": _not_a_state,
+}
+
+
+@pytest.mark.backend_agnostic
+@pytest.mark.parametrize("damage", DAMAGES.values(), ids=DAMAGES.keys())
+def test_a_state_file_that_cannot_be_read_is_set_aside_unread(tmp_path, damage):
+    path = tmp_path / "state.npz"
+    model, stopping = _saved_state(path)
+    damage(path)
+    damaged = path.read_bytes()
+    weights = [to_numpy(v) for v in model.variables]
+    with pytest.warns(UserWarning, match=r"state\.npz cannot be read.*state\.npz\.damaged"):
+        assert load_state(path, model, stopping) is None
+    assert [p.name for p in tmp_path.iterdir()] == ["state.npz.damaged"]
+    assert (tmp_path / "state.npz.damaged").read_bytes() == damaged
+    for variable, weight in zip(model.variables, weights, strict=True):
+        np.testing.assert_array_equal(to_numpy(variable), weight)
+
+
+@pytest.mark.backend_agnostic
+def test_a_second_damaged_file_does_not_replace_the_first(tmp_path):
+    path = tmp_path / "state.npz"
+    for content in (b"first", b"second"):
+        path.write_bytes(content)
+        with pytest.warns(UserWarning, match="cannot be read"):
+            set_aside(path, "damaged")
+    assert (tmp_path / "state.npz.damaged").read_bytes() == b"first"
+    assert (tmp_path / "state.npz.damaged-2").read_bytes() == b"second"
+
+
+@pytest.mark.backend_agnostic
+def test_the_state_of_another_model_is_refused_before_anything_is_restored(tmp_path):
+    path = tmp_path / "state.npz"
+    _saved_state(path, hidden_dim=16)
+    model, stopping = _saved_state(tmp_path / "mine.npz", hidden_dim=8)
+    weights = [to_numpy(v) for v in model.variables]
+    with pytest.raises(
+        ValueError, match=r"state\.npz does not fit this model.*remove it.*Received"
+    ):
+        load_state(path, model, stopping)
+    for variable, weight in zip(model.variables, weights, strict=True):
+        np.testing.assert_array_equal(to_numpy(variable), weight)
+    assert path.is_file()  # not a damaged file: left where it is
 
 
 def test_a_failed_atomic_write_keeps_the_old_file(tmp_path):

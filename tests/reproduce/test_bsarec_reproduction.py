@@ -1,5 +1,7 @@
 import argparse
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -82,10 +84,27 @@ def test_a_run_trains_and_records_its_devices_on_every_backend(tmp_path):
         "jit_compile": {"SASRec": False, "BSARec": False},
     }
     spec = bsarec.run_spec("SASRec (softmax)", 0, None, None, 1)
-    result = bsarec.train_run(spec, config, str(tmp_path))
+    done = tmp_path / f"{spec['name']}.json"
+    done.write_text('{"name": "test-SAS')  # a result file cut short: set aside, trained again
+    with pytest.warns(UserWarning, match=rf"{done.name} cannot be read \(JSONDecodeError"):
+        result = bsarec.train_run(spec, config, str(tmp_path))
     assert result["devices"] and all(":" in device for device in result["devices"])
     assert result["epochs_run"] == 1 and set(result["test"]) == set(bsarec.METRICS)
-    assert (tmp_path / f"{spec['name']}.json").is_file()
+    assert json.loads(done.read_text()) == result
+    assert (tmp_path / f"{done.name}.damaged").read_text() == '{"name": "test-SAS'
+
+
+def _finished_run(spec):
+    """A finished run's result as `train_run` writes it (its numbers made up)."""
+    return {
+        **spec,
+        "test": dict.fromkeys(bsarec.METRICS, 0.25),
+        "best_epoch": 1,
+        "epochs_run": 2,
+        "valid_ndcg20": [0.1, 0.05],
+        "best_valid_ndcg20": 0.1,
+        "seconds": 3.0,
+    }
 
 
 def test_a_finished_run_is_read_back_not_trained(tmp_path):
@@ -94,9 +113,44 @@ def test_a_finished_run_is_read_back_not_trained(tmp_path):
     assert bsarec.run_spec("BSARec", 0, 0.5, 3, 5, "search")["name"] == (
         "search-BSARec-seed0-alpha0.5-c3"
     )
-    finished = {**spec, "test": {"HR@5": 0.25}}
+    finished = _finished_run(spec)
     (tmp_path / f"{spec['name']}.json").write_text(json.dumps(finished))
     assert bsarec.train_run(spec, {}, str(tmp_path)) == finished
+
+
+SPEC = bsarec.run_spec("BSARec", 0, 0.5, 3, 5)
+DAMAGED_RESULTS = {
+    "empty": ("", "JSONDecodeError"),
+    "cut short": (json.dumps(_finished_run(SPEC))[:-30], "JSONDecodeError"),
+    "not UTF-8": (b'{"name": "\xff"}', "UnicodeDecodeError"),
+    "not a dict": ("[1, 2]", "not a run's result"),
+    "another run's": (
+        json.dumps(_finished_run(bsarec.run_spec("BSARec", 0, 0.7, 3, 5))),
+        "the result of another run: {'name': 'test-BSARec-seed0-alpha0.7-c3', 'alpha': 0.7}",
+    ),
+    "no test metric": (
+        json.dumps({**_finished_run(SPEC), "test": {"HR@5": 0.5}}),
+        "missing ['test.NDCG@5'",
+    ),
+}
+
+
+@pytest.mark.parametrize(("content", "problem"), DAMAGED_RESULTS.values(), ids=DAMAGED_RESULTS)
+def test_a_damaged_finished_run_is_set_aside(tmp_path, content, problem):
+    path = tmp_path / "run.json"
+    getattr(path, "write_bytes" if isinstance(content, bytes) else "write_text")(content)
+    with pytest.warns(UserWarning, match=re.escape(f"run.json cannot be read ({problem}")):
+        assert bsarec.read_finished_run(path, SPEC) is None
+    assert [p.name for p in tmp_path.iterdir()] == ["run.json.damaged"]
+
+
+@pytest.mark.parametrize("content", ["", '{"users": 2', "[1]"], ids=["empty", "cut short", "list"])
+def test_a_damaged_protocol_file_says_what_to_do(tmp_path, content):
+    config = bsarec.protocol(_args(), bsarec.SETTINGS["fast"])
+    (tmp_path / "protocol.json").write_text(content)
+    with pytest.raises(ValueError, match=r"protocol\.json cannot be read.*remove it.*Received"):
+        bsarec.check_state_folder(tmp_path, config)
+    assert (tmp_path / "protocol.json").read_text() == content
 
 
 def test_a_diverged_training_is_an_error_not_a_perfect_score():
@@ -124,3 +178,15 @@ def test_the_partial_results_count_a_run_of_both_search_stages_once(tmp_path):
     partial = json.loads((tmp_path / "bsarec-partial.json").read_text())
     assert [run["cutoff"] for run in partial["finished_runs"]] == [3, 5]
     assert partial["train_seconds_all_runs"] == 12.0
+
+
+def test_the_committed_runs_of_record_read_back():
+    """The protocol of record's finished runs (run-state/bsarec-full) are results, not damage."""
+    paths = sorted(Path("run-state/bsarec-full").glob("*-seed*.json"))
+    assert len(paths) == 18
+    for path in paths:
+        saved = json.loads(path.read_text())
+        keys = ("model", "seed", "alpha", "cutoff", "patience", "stage")
+        spec = bsarec.run_spec(*(saved[key] for key in keys))
+        assert spec["name"] == path.stem
+        assert bsarec.read_finished_run(path, spec) == saved
