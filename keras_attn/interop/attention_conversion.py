@@ -134,19 +134,16 @@ def convert_attention(model: keras.Model, **options: Any) -> keras.Model:
 
 
 def rebuilt_layer(layer: keras.Operation) -> keras.Operation:
-    """A new layer (or operation) like `layer`, rebuilt from its config; the caller sets its weights.
+    """A new layer (or operation) like `layer`, from its config; the caller sets its weights.
 
-    The copy is `layer`'s class built by its `from_config`, unless the config
-    holds entries that the constructor does not take (KerasHub's
-    `ViTPatchingAndEmbedding` writes the derived `num_patches` and
-    `num_positions`): that layer is copied, with its weights, inside a
-    `ConvertedAttentionBlock`, which rebuilds and saves it without them.
+    The copy is `layer`'s class built by its `from_config`, unless that
+    fails on entries of the config that the constructor does not take
+    (KerasHub's `ViTPatchingAndEmbedding` writes the derived `num_patches`
+    and `num_positions`, so `keras.models.clone_model` fails on it): that
+    layer is copied, with its weights, inside a `ConvertedAttentionBlock`,
+    which rebuilds and saves it without them.
     """
-    if (
-        not isinstance(layer, keras.layers.Layer)  # an operation such as `GetItem`
-        or isinstance(layer, keras.Model)
-        or _constructor_config(layer) == layer.get_config()
-    ):
+    if not isinstance(layer, keras.layers.Layer) or _rebuilds_from_config(layer):
         return layer.__class__.from_config(layer.get_config())
     return ConvertedAttentionBlock(layer)
 
@@ -165,17 +162,18 @@ class ConvertedAttentionBlock(keras.layers.Layer):
     block's config and the attention options, so a model holding this layer
     saves to `.keras` and loads back with its attention.
 
-    The block is rebuilt from the entries of its config that its constructor
-    takes: a layer that writes derived values its constructor does not take
-    (KerasHub's `ViTPatchingAndEmbedding`, whose `from_config` therefore
-    fails) is rebuilt and saved without them, and `convert_attention` copies
-    such a layer in this wrapper even when it holds no attention. A block
-    that those entries do not rebuild to the same config is refused with a
+    A layer whose class's `from_config` fails on entries of its config that
+    the constructor does not take (KerasHub's `ViTPatchingAndEmbedding`
+    writes the derived `num_patches` and `num_positions`) is rebuilt and
+    saved without them; `convert_attention` copies such a layer in this
+    wrapper even when it holds no attention. A layer that the remaining
+    entries do not rebuild to the same config is refused with a
     `ValueError`.
 
     Args:
         layer: a built layer holding `keras.layers.MultiHeadAttention`
-            sublayers as attributes, or its serialized config.
+            sublayers as attributes (or a layer whose `from_config` fails,
+            as above), or its serialized config.
         attention_options: dict of `MultiHeadSelfAttention` arguments for
             the converted attention layers.
         num_heads: dict `attention path inside the block -> number of heads`
@@ -267,19 +265,29 @@ def _checked_num_heads(num_heads):
 
 
 def _serialized(layer):
-    """`layer` serialized with its build config, less the config entries its constructor does not take."""
+    """`layer` serialized with its build config, so that deserializing it rebuilds it.
+
+    A config that the layer's `from_config` fails on loses the entries that
+    its constructor does not take (checked by `_check_rebuilt`).
+    """
     serialized = keras.saving.serialize_keras_object(layer)
-    arguments = _constructor_arguments(type(layer))
-    serialized["config"] = {
-        name: value for name, value in serialized["config"].items() if name in arguments
-    }
+    if not _rebuilds_from_config(layer):
+        arguments = _constructor_arguments(type(layer))
+        serialized["config"] = {
+            name: value for name, value in serialized["config"].items() if name in arguments
+        }
     return serialized
 
 
-def _constructor_config(layer):
-    """`layer.get_config()` less the entries its constructor does not take."""
-    arguments = _constructor_arguments(type(layer))
-    return {name: value for name, value in layer.get_config().items() if name in arguments}
+def _rebuilds_from_config(layer):
+    """Whether `layer.__class__.from_config(layer.get_config())` builds a layer (unbuilt, cheap)."""
+    if isinstance(layer, keras.Model):
+        return True  # a nested model: `clone_model` and saving rebuild it as a model
+    try:
+        layer.__class__.from_config(layer.get_config())
+    except TypeError:  # entries that the constructor does not take
+        return False
+    return True
 
 
 def _constructor_arguments(cls):
@@ -297,14 +305,13 @@ def _constructor_arguments(cls):
 
 
 def _check_rebuilt(layer, block):
-    """Refuses a copy whose config differs: `layer` wrote entries that its constructor ignores."""
+    """Refuses a copy whose config differs from `layer`'s (entries its constructor ignores)."""
     if block.get_config() != layer.get_config():
-        dropped = sorted(set(layer.get_config()) - set(_constructor_config(layer)))
         raise ValueError(
-            f"Layer {layer.name!r} cannot be copied: its config holds {dropped}, which the "
-            f"constructor of {type(layer).__name__} does not take, and the rest of its config "
-            "builds a different layer (`keras.models.clone_model` fails on it too). Give the "
-            "class a `from_config` that rebuilds it. Received: "
+            f"Layer {layer.name!r} cannot be copied: `{type(layer).__name__}.from_config` "
+            "fails on its config (`keras.models.clone_model` fails on it too), and the "
+            "entries of the config that its constructor takes build a different layer. Give "
+            "the class a `from_config` that rebuilds it. Received: "
             f"config={layer.get_config()!r}"
         )
 

@@ -120,8 +120,9 @@ def _prune(model, kept):
         return rebuilt_layer(operation)
 
     def call_layer(layer, *args, **kwargs):
-        if layer.name in sources and kwargs.get("head_mask") is not None:
-            (heads,) = kept[layer.name].values()  # an attention layer or a TransformerBlock
+        takes_head_mask = isinstance(layer, (*ATTENTION_TYPES, TransformerBlock))
+        if layer.name in sources and takes_head_mask and kwargs.get("head_mask") is not None:
+            (heads,) = kept[layer.name].values()
             # (batch, heads) -> (batch, kept heads)
             kwargs["head_mask"] = ops.take(kwargs["head_mask"], heads, axis=-1)
         return layer(*args, **kwargs)
@@ -198,7 +199,8 @@ def _held_attention(layer):
     if isinstance(layer, ATTENTION_TYPES):
         return {"": layer}
     if isinstance(layer, TransformerBlock):
-        return {"attention": layer.attention}
+        attention = layer.attention
+        return {"attention": attention} if isinstance(attention, ATTENTION_TYPES) else {}
     if isinstance(layer, ConvertedAttentionBlock):
         layer, types = layer.layer, MultiHeadSelfAttention  # the converted ones
     else:
