@@ -16,7 +16,12 @@ from typing import Any
 
 import keras
 
-from keras_attn.interop.model_layers import held_layers, is_graph_model, replace_attributes
+from keras_attn.interop.model_layers import (
+    find_layers,
+    held_layers,
+    is_graph_model,
+    replace_attributes,
+)
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
 from keras_attn.utils.validation import check_int
 
@@ -97,8 +102,8 @@ def convert_attention(model: keras.Model, **options: Any) -> keras.Model:
     without them. The copy is a functional model (a KerasHub backbone comes
     back as a `keras.Model` with the same inputs and outputs), saves to
     `.keras` and loads back with its attention. `model` itself is not
-    changed; a layer that cannot be converted or copied raises a
-    `ValueError` naming it, before the copy is returned.
+    changed; a model without Keras attention, or a layer that cannot be
+    converted or copied, raises a `ValueError` naming it.
 
     Args:
         model: a functional or `Sequential` Keras model.
@@ -115,6 +120,12 @@ def convert_attention(model: keras.Model, **options: Any) -> keras.Model:
             f"model={model!r}"
         )
     _check_options(options)
+    if not find_layers(model, keras.layers.MultiHeadAttention):
+        raise ValueError(
+            "`model` holds no `keras.layers.MultiHeadAttention` to convert (KerasHub's Llama, "
+            "Gemma and Mistral backbones, for example, have attention layers of their own). "
+            f"Received: model={model.name!r}"
+        )
     copies = []
 
     def convert(layer):

@@ -87,6 +87,21 @@ def test_conversion_refuses_what_it_cannot_carry_over():
         convert_attention(keras.Model())
 
 
+def test_a_keras_hub_backbone_with_attention_of_its_own_is_refused():
+    import keras_hub
+
+    llama = keras_hub.models.LlamaBackbone(
+        vocabulary_size=30,
+        num_layers=1,
+        num_query_heads=2,
+        num_key_value_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+    )
+    with pytest.raises(ValueError, match="no `keras.layers.MultiHeadAttention`.*llama_backbone"):
+        convert_attention(llama)
+
+
 def test_keras_attention_model_converts_then_takes_logsparse(tmp_path):
     keras.utils.set_random_seed(0)
     inputs = keras.Input((None, 8))
