@@ -1,6 +1,6 @@
 """The layers inside a Keras model, in model order, and a way to reach inside them.
 
-This is the one module of keras_attn that relies on Keras internals, in two
+This is the one module of keras_attn that relies on Keras internals, in three
 places:
 
 - finding layers: a layer that is not a `keras.Model` lists its sublayers
@@ -10,14 +10,20 @@ places:
   attributes;
 - reaching inside layers: `intercept_calls` replaces a layer's `call` on
   the instance for the duration of a `with` block (Keras 3 has no forward
-  hooks), and always restores it.
+  hooks), and always restores it;
+- replacing sublayers: `replace_attributes` swaps the sublayers that a
+  block's attributes hold (found by `held_layers`) through the block's
+  private tracker, as its own `build` would have created them.
 
 Everything in the library that looks for layers inside a model, or changes
 or records what they compute, goes through this module:
 `find_attention_layers` (head importance, head masks, head pruning, mimetic
 initialization), `find_feed_forward_layers` and `record_calls` (the
-feed-forward memories of `keras_attn.analysis`), and `gate_heads` (the head
-gates of `keras_attn.pruning.head_importance`).
+feed-forward memories of `keras_attn.analysis`), `gate_heads` (the head
+gates of `keras_attn.pruning.head_importance`), and `held_layers` with
+`replace_attributes` (the attention of the blocks that
+`keras_attn.interop.convert_attention` converts and
+`keras_attn.pruning.prune_heads` prunes).
 """
 
 import contextlib
