@@ -239,8 +239,9 @@ class _RenamedArgument(keras.layers.Layer):
 
 
 def test_a_layer_that_its_config_does_not_rebuild_is_refused_by_name():
-    inputs = keras.Input((8,))
-    model = keras.Model(inputs, _RenamedArgument(3, name="renamed")(inputs))
+    inputs = keras.Input((6, 8))
+    hidden = keras.layers.MultiHeadAttention(2, 4, name="attention")(inputs, inputs)
+    model = keras.Model(inputs, _RenamedArgument(3, name="renamed")(hidden))
     weights = [to_numpy(weight) for weight in model.weights]
     with pytest.raises(
         ValueError, match="'renamed' cannot be copied.*from_config.*Received: config"
