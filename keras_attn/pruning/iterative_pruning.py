@@ -118,7 +118,7 @@ def iterative_pruning(
         rescore: callable `rescore(pruned_model)` returning its scores keyed
             as `attention_layers(pruned_model)` names its layers (for example
             a `head_importance` call) or with the keys of `scores`. The two
-            name the same layers in the same order; they differ where
+            name the same layers in the same order; they may differ where
             `prune_heads` converted a block (a KerasHub backbone's).
         evaluate: callable `evaluate(removed)`, the quality with the heads in
             `removed` (of `model`) masked or pruned.
@@ -156,7 +156,8 @@ def _named_as_in(model, pruned, scores):
     """`scores` of `pruned`'s attention layers, keyed by the names of the same layers in `model`.
 
     `prune_heads` keeps the attention layers in their order, but a block it
-    converts on the way is named by its path inside the `ConvertedAttentionBlock`.
+    converts on the way may name its attention by its path inside the
+    `ConvertedAttentionBlock`.
     """
     names = dict(zip(attention_layers(pruned), attention_layers(model), strict=True))
     return {names.get(name, name): score for name, score in scores.items()}
