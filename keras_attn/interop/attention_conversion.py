@@ -5,18 +5,25 @@
 `keras_attn.layers.MultiHeadSelfAttention` with the same weights and the
 same outputs. `convert_attention` rebuilds a functional or `Sequential`
 model (a KerasHub backbone included) with every such layer converted,
-also the ones held inside blocks such as KerasHub's `TransformerEncoder`
-and `TransformerDecoder`. Options such as `attention_pattern` or
-`logit_scale` then change the attention of the converted layers.
+also the ones held inside blocks such as KerasHub's `TransformerEncoder`,
+`TransformerDecoder` and `ViTEncoder`. Options such as `attention_pattern`
+or `logit_scale` then change the attention of the converted layers.
 """
 
 import contextlib
+import inspect
 from typing import Any
 
 import keras
 
-from keras_attn.interop.model_layers import attributes_holding, is_graph_model, replace_attributes
+from keras_attn.interop.model_layers import (
+    find_layers,
+    held_layers,
+    is_graph_model,
+    replace_attributes,
+)
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
+from keras_attn.utils.validation import check_int
 
 # Arguments of `MultiHeadSelfAttention` that the converted weights determine.
 SET_BY_WEIGHTS = ("num_heads", "key_dim", "value_dim", "output_dim", "use_bias", "output_use_bias")
@@ -57,16 +64,25 @@ def from_keras_attention(
     True
     """
     _check_options(options)
-    config = _core_config(layer)
-    core = MultiHeadSelfAttention(**{**config, **options})
-    parent = layer.path.rpartition("/")[0]
-    with keras.name_scope(parent) if parent else contextlib.nullcontext():
-        # Weights named like the converted ones: "block/attention/query/kernel".
-        core.build((None, None, layer.query_dense.kernel.shape[0]))
+    core = _built_core(layer, options)
     for name in ("query_dense", "key_dense", "value_dense", "output_dense"):
         pairs = zip(getattr(core, name).weights, getattr(layer, name).weights, strict=True)
         for target, source in pairs:
             target.assign(source)
+    return core
+
+
+def _built_core(layer, options, num_heads=None):
+    """A built `MultiHeadSelfAttention` sized like `layer`, with `num_heads` heads if given."""
+    config = _core_config(layer)
+    if num_heads is not None:
+        config["num_heads"] = num_heads
+    core = MultiHeadSelfAttention(**{**config, **options})
+    with contextlib.ExitStack() as scopes:
+        # Weights named like the converted ones: "block/attention/query/kernel".
+        for scope in layer.path.split("/")[:-1]:
+            scopes.enter_context(keras.name_scope(scope))
+        core.build((None, None, layer.query_dense.kernel.shape[0]))
     return core
 
 
@@ -76,12 +92,18 @@ def convert_attention(model: keras.Model, **options: Any) -> keras.Model:
     Every layer is copied with its weights; each `keras.layers.MultiHeadAttention`
     becomes a `MultiHeadSelfAttention` (see `from_keras_attention`), also
     inside nested functional models and inside layers that hold one as an
-    attribute (KerasHub's `TransformerEncoder` and `TransformerDecoder`
-    blocks, which come back wrapped in a `ConvertedAttentionBlock`). The
-    copy is a functional model (a KerasHub backbone comes back as a
-    `keras.Model` with the same inputs and outputs), saves to `.keras` and
-    loads back with its attention. `model` itself is not changed; a layer
-    that cannot be converted raises a `ValueError` naming it.
+    attribute, themselves or through their sublayers (KerasHub's
+    `TransformerEncoder` and `TransformerDecoder` blocks, and the
+    `ViTEncoder` of `ViTBackbone`, which come back wrapped in a
+    `ConvertedAttentionBlock`). A layer whose config holds entries its
+    constructor does not take, so that its own `from_config` fails (KerasHub's
+    `ViTPatchingAndEmbedding`, on which `keras.models.clone_model` fails too),
+    is copied inside a `ConvertedAttentionBlock` as well, which saves it
+    without them. The copy is a functional model (a KerasHub backbone comes
+    back as a `keras.Model` with the same inputs and outputs), saves to
+    `.keras` and loads back with its attention. `model` itself is not
+    changed; a model without Keras attention, or a layer that cannot be
+    converted or copied, raises a `ValueError` naming it.
 
     Args:
         model: a functional or `Sequential` Keras model.
@@ -98,14 +120,20 @@ def convert_attention(model: keras.Model, **options: Any) -> keras.Model:
             f"model={model!r}"
         )
     _check_options(options)
+    if not find_layers(model, keras.layers.MultiHeadAttention):
+        raise ValueError(
+            "`model` holds no `keras.layers.MultiHeadAttention` to convert (KerasHub's Llama, "
+            "Gemma and Mistral backbones, for example, have attention layers of their own). "
+            f"Received: model={model.name!r}"
+        )
     copies = []
 
     def convert(layer):
         if isinstance(layer, keras.layers.MultiHeadAttention):
             return from_keras_attention(layer, **options)
-        if attributes_holding(layer, keras.layers.MultiHeadAttention):
+        if held_layers(layer, keras.layers.MultiHeadAttention):
             return ConvertedAttentionBlock(layer, attention_options=options)
-        copy = layer.__class__.from_config(layer.get_config())
+        copy = rebuilt_layer(layer)
         if getattr(layer, "weights", None):
             copies.append((layer, copy))
         return copy
@@ -116,23 +144,55 @@ def convert_attention(model: keras.Model, **options: Any) -> keras.Model:
     return converted
 
 
+def rebuilt_layer(layer: keras.Operation) -> keras.Operation:
+    """A new layer (or operation) like `layer`, from its config; the caller sets its weights.
+
+    The copy is `layer`'s class built by its `from_config`, unless that
+    fails on entries of the config that the constructor does not take
+    (KerasHub's `ViTPatchingAndEmbedding` writes the derived `num_patches`
+    and `num_positions`, so `keras.models.clone_model` fails on it): that
+    layer is copied, with its weights, inside a `ConvertedAttentionBlock`,
+    which rebuilds and saves it without them.
+    """
+    if not isinstance(layer, keras.layers.Layer) or _rebuilds_from_config(layer):
+        return layer.__class__.from_config(layer.get_config())
+    return ConvertedAttentionBlock(layer)
+
+
 @keras.saving.register_keras_serializable(package="keras_attn")
 class ConvertedAttentionBlock(keras.layers.Layer):
     """A copy of a block whose Keras attention sublayers run as `MultiHeadSelfAttention`.
 
-    The block (for example a KerasHub `TransformerEncoder`) is copied with
-    its weights, and each of its attributes that holds a
-    `keras.layers.MultiHeadAttention` is replaced by the converted layer
-    (see `from_keras_attention`), so the block's own `call` runs keras_attn
+    The block (for example a KerasHub `TransformerEncoder`, or the
+    `ViTEncoder` of `ViTBackbone`, whose blocks hold its attention layers)
+    is rebuilt from its config and copied with its weights, and each
+    `keras.layers.MultiHeadAttention` that an attribute holds, inside the
+    block at any depth, is replaced by the converted layer (see
+    `from_keras_attention`), so the block's own `call` runs keras_attn
     attention. Calls go to the block unchanged. The config keeps the
     block's config and the attention options, so a model holding this layer
     saves to `.keras` and loads back with its attention.
 
+    A layer whose class's `from_config` fails on entries of its config that
+    the constructor does not take (KerasHub's `ViTPatchingAndEmbedding`
+    writes the derived `num_patches` and `num_positions`) is rebuilt and
+    saved without them; `convert_attention` copies such a layer in this
+    wrapper even when it holds no attention. A layer that the remaining
+    entries do not rebuild to the same config is refused with a
+    `ValueError`.
+
     Args:
         layer: a built layer holding `keras.layers.MultiHeadAttention`
-            sublayers as attributes, or its serialized config.
+            sublayers as attributes (or a layer whose `from_config` fails,
+            as above), or its serialized config.
         attention_options: dict of `MultiHeadSelfAttention` arguments for
             the converted attention layers.
+        num_heads: dict `attention path inside the block -> number of heads`
+            for converted attention layers with fewer heads than the block
+            builds, as `keras_attn.pruning.prune_heads` leaves them (paths
+            as `find_layers(block, ...)` keys them, for example
+            `"self_attention_layer"`). Their weights are not copied, so it
+            can only be given with a serialized `layer`.
         **kwargs: base layer arguments. The name defaults to the block's.
     """
 
@@ -140,15 +200,24 @@ class ConvertedAttentionBlock(keras.layers.Layer):
         self,
         layer: keras.layers.Layer | dict,
         attention_options: dict | None = None,
+        num_heads: dict[str, int] | None = None,
         **kwargs,
     ):
+        num_heads = _checked_num_heads(num_heads)
         weights = None
         if isinstance(layer, keras.layers.Layer):
             if not layer.built:
                 raise ValueError(f"`layer` must be built. Received: layer={layer.name!r}")
+            if num_heads:
+                raise ValueError(
+                    "`num_heads` leaves attention layers without the block's weights, so it "
+                    f"needs a serialized `layer`. Received: num_heads={num_heads}"
+                )
             weights = layer.get_weights()
-            layer = keras.saving.serialize_keras_object(layer)  # with its build config
+            original, layer = layer, _serialized(layer)  # with its build config
         block = keras.saving.deserialize_keras_object(layer)  # built from it
+        if weights is not None:
+            _check_rebuilt(original, block)
         kwargs.setdefault("name", block.name)
         super().__init__(**kwargs)
         self.attention_options = {
@@ -156,9 +225,10 @@ class ConvertedAttentionBlock(keras.layers.Layer):
             for name, value in (attention_options or {}).items()
         }
         _check_options(self.attention_options)
+        self.num_heads = num_heads
         if weights is not None:
             block.set_weights(weights)
-        _replace_attention(block, self.attention_options)
+        _replace_attention(block, self.attention_options, num_heads)
         self.layer = block
         self.built = True
 
@@ -169,19 +239,92 @@ class ConvertedAttentionBlock(keras.layers.Layer):
         config = super().get_config()
         config.update(
             {
-                "layer": keras.saving.serialize_keras_object(self.layer),
+                "layer": _serialized(self.layer),
                 "attention_options": self.attention_options,
+                "num_heads": self.num_heads,
             }
         )
         return config
 
 
-def _replace_attention(block, options):
-    """Replaces, in place, the Keras attention layers held by `block`'s attributes."""
-    names = attributes_holding(block, keras.layers.MultiHeadAttention)
-    replace_attributes(
-        block, {name: from_keras_attention(getattr(block, name), **options) for name in names}
-    )
+def _replace_attention(block, options, num_heads):
+    """Replaces, in place, the Keras attention layers held inside `block`."""
+    held = held_layers(block, keras.layers.MultiHeadAttention)
+    unknown = sorted(set(num_heads) - set(held))
+    if unknown:
+        raise ValueError(
+            f"`num_heads` must name attention layers inside the block, among {list(held)}. "
+            f"Received: num_heads with {unknown}"
+        )
+    for path, (owner, attribute) in held.items():
+        attention = getattr(owner, attribute)
+        if path in num_heads:
+            core = _built_core(attention, options, num_heads[path])
+        else:
+            core = from_keras_attention(attention, **options)
+        replace_attributes(owner, {attribute: core})
+
+
+def _checked_num_heads(num_heads):
+    if num_heads is None:
+        return {}
+    if not isinstance(num_heads, dict):
+        raise ValueError(
+            f"`num_heads` must be a dict `path -> heads`. Received: num_heads={num_heads!r}"
+        )
+    return {path: check_int(f"num_heads[{path!r}]", count) for path, count in num_heads.items()}
+
+
+def _serialized(layer):
+    """`layer` serialized with its build config, so that deserializing it rebuilds it.
+
+    A config that the layer's `from_config` fails on loses the entries that
+    its constructor does not take (checked by `_check_rebuilt`).
+    """
+    serialized = keras.saving.serialize_keras_object(layer)
+    if not _rebuilds_from_config(layer):
+        arguments = _constructor_arguments(type(layer))
+        serialized["config"] = {
+            name: value for name, value in serialized["config"].items() if name in arguments
+        }
+    return serialized
+
+
+def _rebuilds_from_config(layer):
+    """Whether `layer.__class__.from_config(layer.get_config())` builds a layer (unbuilt, cheap)."""
+    if isinstance(layer, keras.Model):
+        return True  # a nested model: `clone_model` and saving rebuild it as a model
+    try:
+        layer.__class__.from_config(layer.get_config())
+    except TypeError:  # entries that the constructor does not take
+        return False
+    return True
+
+
+def _constructor_arguments(cls):
+    """The names of the arguments that `cls(...)` takes, through `**kwargs` to its bases too."""
+    names = set()
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    for base in cls.__mro__:
+        if "__init__" not in vars(base):
+            continue
+        parameters = inspect.signature(base.__init__).parameters.values()
+        names |= {parameter.name for parameter in parameters if parameter.kind not in variadic}
+        if all(parameter.kind != inspect.Parameter.VAR_KEYWORD for parameter in parameters):
+            break
+    return names
+
+
+def _check_rebuilt(layer, block):
+    """Refuses a copy whose config differs from `layer`'s (entries its constructor ignores)."""
+    if block.get_config() != layer.get_config():
+        raise ValueError(
+            f"Layer {layer.name!r} cannot be copied: `{type(layer).__name__}.from_config` "
+            "fails on its config (`keras.models.clone_model` fails on it too), and the "
+            "entries of the config that its constructor takes build a different layer. Give "
+            "the class a `from_config` that rebuilds it. Received: "
+            f"config={layer.get_config()!r}"
+        )
 
 
 def _check_options(options):

@@ -1,6 +1,6 @@
 """The layers inside a Keras model, in model order, and a way to reach inside them.
 
-This is the one module of keras_attn that relies on Keras internals, in two
+This is the one module of keras_attn that relies on Keras internals, in three
 places:
 
 - finding layers: a layer that is not a `keras.Model` lists its sublayers
@@ -10,14 +10,20 @@ places:
   attributes;
 - reaching inside layers: `intercept_calls` replaces a layer's `call` on
   the instance for the duration of a `with` block (Keras 3 has no forward
-  hooks), and always restores it.
+  hooks), and always restores it;
+- replacing sublayers: `replace_attributes` swaps the sublayers that a
+  block's attributes hold (found by `held_layers`) through the block's
+  private tracker, as its own `build` would have created them.
 
 Everything in the library that looks for layers inside a model, or changes
 or records what they compute, goes through this module:
 `find_attention_layers` (head importance, head masks, head pruning, mimetic
 initialization), `find_feed_forward_layers` and `record_calls` (the
-feed-forward memories of `keras_attn.analysis`), and `gate_heads` (the head
-gates of `keras_attn.pruning.head_importance`).
+feed-forward memories of `keras_attn.analysis`), `gate_heads` (the head
+gates of `keras_attn.pruning.head_importance`), and `held_layers` with
+`replace_attributes` (the attention of the blocks that
+`keras_attn.interop.convert_attention` converts and
+`keras_attn.pruning.prune_heads` prunes).
 """
 
 import contextlib
@@ -123,16 +129,34 @@ def is_graph_model(model):
     return isinstance(model, keras.Sequential) or hasattr(model, "_inputs_struct")
 
 
-def attributes_holding(layer, layer_type):
-    """Names of the attributes of a non-model `layer` that hold a `layer_type` sublayer.
+def held_layers(layer, layer_type):
+    """The `layer_type` sublayers that attributes inside a non-model `layer` hold, at any depth.
 
-    A model, or a layer that is itself a `layer_type`, has none.
+    A block may hold them itself (KerasHub's `TransformerEncoder` holds its
+    attention) or through its sublayers (KerasHub's `ViTEncoder` holds a list
+    of blocks, each holding its attention). A model, a layer that is itself
+    a `layer_type`, or an operation that is not a layer, holds none.
+
+    Returns:
+        dict `path -> (owner, attribute name)` in model order: the path of
+        each held layer inside `layer`, as `find_layers(layer, ...)` keys it
+        (for example `"self_attention_layer"` or `"transformer_block_1/mha"`),
+        and the layer (`layer` or one of its sublayers) whose attribute
+        holds it.
     """
-    if isinstance(layer, (keras.Model, layer_type)):
-        return []
-    # The torch backend keeps sublayers in `_modules`, not in the instance dict.
-    attributes = {**vars(layer), **vars(layer).get("_modules", {})}
-    return sorted(name for name, value in attributes.items() if isinstance(value, layer_type))
+    if not isinstance(layer, keras.layers.Layer) or isinstance(layer, (keras.Model, layer_type)):
+        return {}
+    owners = [("", layer), *((f"{path}/", sub) for path, sub in _walk(layer, "", {id(layer)}))]
+    held = {}
+    for prefix, owner in owners:
+        if isinstance(owner, (keras.Model, layer_type)):
+            continue
+        # The torch backend keeps sublayers in `_modules`, not in the instance dict.
+        attributes = {**vars(owner), **vars(owner).get("_modules", {})}
+        for name, value in sorted(attributes.items()):
+            if isinstance(value, layer_type):
+                held[prefix + value.name] = (owner, name)
+    return held
 
 
 def replace_attributes(layer, replacements):

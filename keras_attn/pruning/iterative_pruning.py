@@ -115,8 +115,11 @@ def iterative_pruning(
         scores: dict `layer name -> (num_heads,) array`, the scores of `model`.
         fractions: increasing floats in [0, 1), the share of all heads removed
             after each step.
-        rescore: callable `rescore(pruned_model)` returning its scores with
-            the keys of `scores`, for example a `head_importance` call.
+        rescore: callable `rescore(pruned_model)` returning its scores keyed
+            as `attention_layers(pruned_model)` names its layers (for example
+            a `head_importance` call) or with the keys of `scores`. The two
+            name the same layers in the same order; they may differ where
+            `prune_heads` converted a block (a KerasHub backbone's).
         evaluate: callable `evaluate(removed)`, the quality with the heads in
             `removed` (of `model`) masked or pruned.
         min_heads_per_layer: int, heads each layer keeps.
@@ -140,12 +143,24 @@ def iterative_pruning(
     for fraction in fractions:
         current = scores
         if removed:
-            pruned_scores = rescore(prune_heads(model, removed))
+            pruned = prune_heads(model, removed)
+            pruned_scores = _named_as_in(model, pruned, rescore(pruned))
             current = scores_of_kept_heads(pruned_scores, removed, scores)
         removed = select_heads(current, round(fraction * total), min_heads_per_layer)
         steps.append(removed)
         qualities.append(evaluate(removed))
     return qualities, steps
+
+
+def _named_as_in(model, pruned, scores):
+    """`scores` of `pruned`'s attention layers, keyed by the names of the same layers in `model`.
+
+    `prune_heads` keeps the attention layers in their order, but a block it
+    converts on the way may name its attention by its path inside the
+    `ConvertedAttentionBlock`.
+    """
+    names = dict(zip(attention_layers(pruned), attention_layers(model), strict=True))
+    return {names.get(name, name): score for name, score in scores.items()}
 
 
 def scores_of_kept_heads(

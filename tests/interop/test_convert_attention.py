@@ -7,6 +7,7 @@ import pytest
 from keras_attn.interop import (
     ConvertedAttentionBlock,
     convert_attention,
+    find_attention_layers,
     from_keras_attention,
 )
 from keras_attn.layers import LogSparsePattern, MultiHeadSelfAttention
@@ -86,6 +87,21 @@ def test_conversion_refuses_what_it_cannot_carry_over():
         convert_attention(keras.Model())
 
 
+def test_a_keras_hub_backbone_with_attention_of_its_own_is_refused():
+    import keras_hub
+
+    llama = keras_hub.models.LlamaBackbone(
+        vocabulary_size=30,
+        num_layers=1,
+        num_query_heads=2,
+        num_key_value_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+    )
+    with pytest.raises(ValueError, match="no `keras.layers.MultiHeadAttention`.*llama_backbone"):
+        convert_attention(llama)
+
+
 def test_keras_attention_model_converts_then_takes_logsparse(tmp_path):
     keras.utils.set_random_seed(0)
     inputs = keras.Input((None, 8))
@@ -142,14 +158,6 @@ def test_bert_backbone_converts_then_takes_log_length_scaling(tmp_path, keras_hu
     assert len(converted.trainable_variables) == len(backbone.trainable_variables)
 
 
-def test_gpt2_backbone_converts_with_equal_outputs(keras_hub_backbone):
-    keras.utils.set_random_seed(0)
-    backbone = keras_hub_backbone("gpt2")
-    inputs = _bert_inputs()
-    del inputs["segment_ids"]
-    _assert_outputs_equal(convert_attention(backbone)(inputs), backbone(inputs))
-
-
 def test_gpt2_backbone_takes_a_logsparse_pattern_with_its_padding(keras_hub_backbone, tmp_path):
     """GPT-2's decoder passes its padding and causal masks as one `attention_mask`."""
     keras.utils.set_random_seed(0)
@@ -164,3 +172,80 @@ def test_gpt2_backbone_takes_a_logsparse_pattern_with_its_padding(keras_hub_back
     assert np.isfinite(pure).all()
     assert not np.allclose(pure[:, 5], to_numpy(backbone(inputs))[:, 5], atol=1e-4)
     _fit_save_reload(converted, inputs, tmp_path)
+
+
+def _keras_hub_inputs(name):
+    if name == "vit":
+        return np.random.default_rng(2).normal(size=(2, 8, 8, 3)).astype("float32")
+    inputs = _bert_inputs()
+    if name == "gpt2":
+        del inputs["segment_ids"]
+    return inputs
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "vit"])
+def test_keras_hub_backbone_converts_every_attention_layer_and_reloads(
+    keras_hub_backbone, name, tmp_path
+):
+    """The backbones docs/your-models.md lists as converting."""
+    keras.utils.set_random_seed(0)
+    backbone = keras_hub_backbone(name)
+    inputs = _keras_hub_inputs(name)
+    converted = convert_attention(backbone)
+    layers = find_attention_layers(converted).values()
+    assert len(layers) == 2
+    assert all(isinstance(layer, MultiHeadSelfAttention) for layer in layers)
+    _assert_outputs_equal(converted(inputs), backbone(inputs))
+    converted.save(tmp_path / "converted.keras")
+    reloaded = keras.saving.load_model(tmp_path / "converted.keras")
+    _assert_outputs_equal(reloaded(inputs), backbone(inputs))
+
+
+def test_vit_backbone_converts_around_its_patch_embedding_config(keras_hub_backbone, tmp_path):
+    """`ViTPatchingAndEmbedding.from_config` fails on its own config (`num_patches`)."""
+    keras.utils.set_random_seed(0)
+    backbone = keras_hub_backbone("vit")
+    embedding = backbone.get_layer("vit_patching_and_embedding")
+    with pytest.raises(TypeError, match="num_patches"):
+        embedding.from_config(embedding.get_config())
+    converted = convert_attention(backbone, logit_scale="log_length")
+    copied = converted.get_layer("vit_patching_and_embedding")
+    assert isinstance(copied, ConvertedAttentionBlock)
+    assert "num_patches" not in copied.get_config()["layer"]["config"]
+    encoder = converted.get_layer("vit_encoder").layer
+    assert encoder.encoder_layers[1].mha.logit_scale == "log_length"
+    images = _keras_hub_inputs("vit")
+    _assert_outputs_equal(copied(images), embedding(images))
+    reloaded = _fit_save_reload(converted, images, tmp_path)
+    assert reloaded.get_layer("vit_encoder").layer.encoder_layers[0].mha.logit_scale == "log_length"
+
+
+@keras.saving.register_keras_serializable(package="keras_attn_tests")
+class _RenamedArgument(keras.layers.Layer):
+    """Writes its argument `size` as `width`, which its constructor does not take."""
+
+    def __init__(self, size=2, **kwargs):
+        super().__init__(**kwargs)
+        self.size = size
+
+    def build(self, input_shape):
+        self.kernel = self.add_weight((input_shape[-1], self.size))
+
+    def call(self, inputs):
+        return inputs @ self.kernel
+
+    def get_config(self):
+        return {**super().get_config(), "width": self.size}
+
+
+def test_a_layer_that_its_config_does_not_rebuild_is_refused_by_name():
+    inputs = keras.Input((6, 8))
+    hidden = keras.layers.MultiHeadAttention(2, 4, name="attention")(inputs, inputs)
+    model = keras.Model(inputs, _RenamedArgument(3, name="renamed")(hidden))
+    weights = [to_numpy(weight) for weight in model.weights]
+    with pytest.raises(
+        ValueError, match="'renamed' cannot be copied.*from_config.*Received: config"
+    ):
+        convert_attention(model)
+    for weight, before in zip(model.weights, weights, strict=True):
+        np.testing.assert_array_equal(to_numpy(weight), before)

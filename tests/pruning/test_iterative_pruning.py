@@ -146,3 +146,45 @@ def test_iterative_pruning_of_keras_attention_equals_gating_the_removed_heads():
     with gate_heads(layers, lambda name, ones: ones * masks[name][:, None].astype("float32")):
         masked = keras.ops.convert_to_numpy(model(inputs))
     np.testing.assert_allclose(keras.ops.convert_to_numpy(pruned(inputs)), masked, atol=1e-5)
+
+
+@pytest.mark.backend_agnostic
+def test_iterative_pruning_of_a_keras_hub_classifier_rescores_its_converted_blocks(
+    keras_hub_backbone,
+):
+    """The pruned classifier's blocks are converted; its scores map back to the same layers."""
+    import keras_hub
+
+    keras.utils.set_random_seed(15)
+    backbone = keras_hub_backbone("bert", num_heads=4)
+    classifier = keras_hub.models.BertTextClassifier(backbone, 2, preprocessor=None, dropout=0.0)
+    logits = classifier.get_layer("logits").kernel
+    logits.assign(logits * 1000.0)  # logits of about 1 rather than 1e-3, for the tolerance
+    rng = np.random.default_rng(16)
+    inputs = {
+        "token_ids": rng.integers(1, 30, (4, 6)).astype("int32"),
+        "segment_ids": np.zeros((4, 6), "int32"),
+        "padding_mask": np.ones((4, 6), "int32"),
+    }
+    data = [(inputs, np.array([0, 1, 1, 0]))]
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    rescored = []
+
+    def rescore(pruned):
+        scores = head_importance(pruned, data, loss)
+        rescored.append([len(score) for score in scores.values()])
+        return scores
+
+    scores = head_importance(classifier, data, loss)
+    _, steps = iterative_pruning(classifier, scores, [0.25, 0.5], rescore, dict)
+    layers = attention_layers(classifier)
+    first, removed = steps
+    assert [sum(map(len, step.values())) for step in steps] == [2, 4]
+    # The second step scored the model pruned by the first, and kept its heads removed.
+    assert rescored == [[4 - len(first.get(name, [])) for name in layers]]
+    assert all(set(heads) <= set(removed[name]) for name, heads in first.items())
+    masks = {name: np.isin(np.arange(4), removed.get(name, []), invert=True) for name in layers}
+    with gate_heads(layers, lambda name, ones: ones * masks[name][:, None].astype("float32")):
+        masked = keras.ops.convert_to_numpy(classifier(inputs))
+    pruned = keras.ops.convert_to_numpy(prune_heads(classifier, removed)(inputs))
+    np.testing.assert_allclose(pruned, masked, atol=1e-5)

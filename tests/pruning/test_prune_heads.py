@@ -1,12 +1,18 @@
+import os
+import pathlib
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attn.interop import gate_heads
+from keras_attn.interop import ConvertedAttentionBlock, convert_attention, gate_heads
 from keras_attn.layers import ConvolutionalSelfAttention, MultiHeadSelfAttention, TransformerBlock
 from keras_attn.models import build_bert_encoder, build_vision_transformer
 from keras_attn.pruning import attention_layers, prune_heads
+from keras_attn.testing.arrays import assert_allclose, assert_array_equal, to_numpy
 
 HEADS = {"layer_0/attention": [0, 2], "layer_1/attention": [1, 2, 3]}
 ROWS = {"layer_0/attention": 0, "layer_1/attention": 1}
@@ -205,15 +211,160 @@ def test_encoder_nested_in_a_classifier_is_pruned_inside(tmp_path):
     np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(masked)), expected, atol=1e-5)
 
 
+def _keras_hub_model(keras_hub_backbone, name):
+    """A tiny KerasHub model (two blocks of 4 heads of width 2) and a batch of 2 for it."""
+    keras.utils.set_random_seed(8)
+    rng = np.random.default_rng(8)
+    if name == "vit":
+        return keras_hub_backbone("vit", num_heads=4), rng.normal(size=(2, 8, 8, 3)).astype("f4")
+    padding = np.array([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]], "int32")
+    inputs = {"token_ids": rng.integers(1, 30, (2, 6)).astype("int32"), "padding_mask": padding}
+    if name == "gpt2":
+        return keras_hub_backbone("gpt2", num_heads=4), inputs
+    inputs["segment_ids"] = np.zeros((2, 6), "int32")
+    backbone = keras_hub_backbone("bert", num_heads=4)
+    if name == "bert":
+        return backbone, inputs
+    import keras_hub
+
+    classifier = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None)
+    logits = classifier.get_layer("logits").kernel
+    logits.assign(logits * 1000.0)  # logits of about 1 rather than 1e-3, for the tolerances
+    return classifier, inputs
+
+
+def _gated_outputs(model, removed, inputs):
+    """`model`'s outputs with the `removed` heads masked to zero (numpy)."""
+    layers = attention_layers(model)
+    masks = {
+        name: np.isin(np.arange(layer.num_heads), removed.get(name, []), invert=True)
+        for name, layer in layers.items()
+    }
+    with gate_heads(layers, lambda name, ones: ones * masks[name][:, None].astype("float32")):
+        return keras.tree.map_structure(to_numpy, model(inputs))
+
+
+def _assert_outputs_close(actual, expected, atol=1e-5):
+    for a, b in zip(keras.tree.flatten(actual), keras.tree.flatten(expected), strict=True):
+        assert_allclose(a, b, atol=atol, rtol=0)
+
+
+KERAS_HUB_MODELS = ["bert", "gpt2", "vit", "bert_classifier"]
+# Each removed head of width 2 in a block of width 8: query, key and value kernels (8, 2) and
+# biases (2,), and the output kernel's (2, 8) rows.
+PARAMETERS_PER_HEAD = 3 * (8 * 2 + 2) + 2 * 8
+
+
+def _two_layers_pruned(model):
+    """Heads 0, 2 of the first attention layer and 1, 2, 3 of the second: 2 and 1 heads left."""
+    first, second = attention_layers(model)
+    return {first: [0, 2], second: [1, 2, 3]}
+
+
 @pytest.mark.backend_agnostic
-def test_keras_attention_layers_of_a_keras_hub_backbone_are_refused_by_name(keras_hub_backbone):
-    backbone = keras_hub_backbone("bert")
-    name = "transformer_layer_1/self_attention_layer"
-    assert name in attention_layers(backbone)
-    with pytest.raises(
-        ValueError, match=f"cannot rebuild the attention layer '{name}'.*TransformerEncoder"
-    ):
-        prune_heads(backbone, {name: [0]})
+@pytest.mark.parametrize("name", KERAS_HUB_MODELS)
+def test_keras_hub_model_pruned_equals_its_masked_heads(keras_hub_backbone, name, tmp_path):
+    """BERT, GPT-2 and ViT backbones and a BERT classifier lose heads in one call, and reload."""
+    model, inputs = _keras_hub_model(keras_hub_backbone, name)
+    weights = [to_numpy(weight) for weight in model.weights]
+    heads = _two_layers_pruned(model)
+    pruned = prune_heads(model, heads)
+    assert [layer.num_heads for layer in attention_layers(pruned).values()] == [2, 1]
+    assert pruned.count_params() == model.count_params() - 5 * PARAMETERS_PER_HEAD
+    expected = _gated_outputs(model, heads, inputs)
+    _assert_outputs_close(pruned(inputs), expected)
+    pruned.save(tmp_path / "pruned.keras")
+    reloaded = keras.saving.load_model(tmp_path / "pruned.keras")
+    assert [layer.num_heads for layer in attention_layers(reloaded).values()] == [2, 1]
+    _assert_outputs_close(reloaded(inputs), expected)
+    unmasked = keras.tree.flatten(keras.tree.map_structure(to_numpy, model(inputs)))
+    assert not np.allclose(unmasked[-1], keras.tree.flatten(expected)[-1], atol=1e-4)
+    # The user's model is left as it was.
+    assert [layer.num_heads for layer in attention_layers(model).values()] == [4, 4]
+    for weight, before in zip(model.weights, weights, strict=True):
+        assert_array_equal(weight, before)
+
+
+@pytest.mark.slow  # mostly the fresh process's imports of Keras, its backend and KerasHub
+@pytest.mark.backend_agnostic
+def test_pruned_keras_hub_models_reload_in_a_fresh_process(keras_hub_backbone, tmp_path):
+    """Only `import keras_attn` before loading: the classes that the files name are found."""
+    expected = {}
+    for name in KERAS_HUB_MODELS:
+        model, inputs = _keras_hub_model(keras_hub_backbone, name)
+        pruned = prune_heads(model, _two_layers_pruned(model))
+        pruned.save(tmp_path / f"{name}.keras")
+        np.save(tmp_path / f"{name}_inputs.npy", inputs, allow_pickle=True)
+        expected[name] = keras.tree.map_structure(to_numpy, pruned(inputs))
+    script = (
+        "import sys, keras, numpy as np, keras_attn\n"
+        "from keras_attn.pruning import attention_layers\n"
+        "for name in sys.argv[2:]:\n"
+        "    path = f'{sys.argv[1]}/{name}'\n"
+        "    model = keras.saving.load_model(path + '.keras')\n"
+        "    inputs = np.load(path + '_inputs.npy', allow_pickle=True)[()]\n"
+        "    outputs = keras.tree.map_structure(keras.ops.convert_to_numpy, model(inputs))\n"
+        "    np.save(path + '_outputs.npy', outputs, allow_pickle=True)\n"
+        "    print(name, [layer.num_heads for layer in attention_layers(model).values()])\n"
+    )
+    environment = {**os.environ, "KERAS_BACKEND": keras.backend.backend()}
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path), *KERAS_HUB_MODELS],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=pathlib.Path(__file__).resolve().parents[2],
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split("\n")[:-1] == [f"{name} [2, 1]" for name in KERAS_HUB_MODELS]
+    for name, outputs in expected.items():
+        reloaded = np.load(tmp_path / f"{name}_outputs.npy", allow_pickle=True)[()]
+        _assert_outputs_close(reloaded, outputs, atol=1e-6)
+
+
+@pytest.mark.backend_agnostic
+def test_pruned_keras_hub_classifier_predicts_compiled_and_fits(keras_hub_backbone):
+    classifier, inputs = _keras_hub_model(keras_hub_backbone, "bert_classifier")
+    heads = _two_layers_pruned(classifier)
+    pruned = prune_heads(classifier, heads)
+    pruned.compile(
+        "sgd",
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=keras.backend.backend() != "torch",
+    )
+    expected = _gated_outputs(classifier, heads, inputs)
+    _assert_outputs_close(pruned.predict(inputs, batch_size=2, verbose=0), expected)
+    history = pruned.fit(inputs, np.array([0, 1]), batch_size=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    assert not np.allclose(pruned.predict(inputs, verbose=0), expected, atol=1e-6)
+
+
+@pytest.mark.backend_agnostic
+def test_a_refused_prune_of_a_keras_hub_backbone_changes_nothing(keras_hub_backbone):
+    model, _ = _keras_hub_model(keras_hub_backbone, "vit")
+    first, second = attention_layers(model)
+    weights = [to_numpy(weight) for weight in model.weights]
+    with pytest.raises(ValueError, match=f"Received: heads\\[{first!r}\\] removes all 4 heads"):
+        prune_heads(model, {second: [0], first: [0, 1, 2, 3]})
+    with pytest.raises(ValueError, match=r"Received: heads with 'vit_encoder'"):
+        prune_heads(model, {"vit_encoder": [0]})
+    assert [layer.num_heads for layer in attention_layers(model).values()] == [4, 4]
+    for weight, before in zip(model.weights, weights, strict=True):
+        assert_array_equal(weight, before)
+
+
+@pytest.mark.backend_agnostic
+def test_a_converted_keras_hub_backbone_is_pruned_inside_its_converted_blocks(keras_hub_backbone):
+    model, inputs = _keras_hub_model(keras_hub_backbone, "gpt2")
+    converted = convert_attention(model)
+    heads = _two_layers_pruned(converted)
+    pruned = prune_heads(converted, heads)
+    for index, count in enumerate([2, 1]):
+        block = pruned.get_layer(f"transformer_layer_{index}")
+        assert isinstance(block, ConvertedAttentionBlock)
+        assert block.layer._self_attention_layer.num_heads == count
+    _assert_outputs_close(pruned(inputs), _gated_outputs(converted, heads, inputs))
 
 
 @pytest.mark.backend_agnostic
