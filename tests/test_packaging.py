@@ -263,7 +263,10 @@ def test_the_package_metadata(tmp_path):
     repository = "https://github.com/keras-attn/keras-attn"
     assert metadata["Author"] == "The keras_attn Authors"
     assert f"Source, {repository}" in metadata.get_all("Project-URL")
-    assert "Programming Language :: Python :: 3.11" in metadata.get_all("Classifier")
+    pythons = [c.rsplit(" ", 1)[-1] for c in metadata.get_all("Classifier") if "Python :: 3." in c]
+    assert pythons == ["3.11", "3.12", "3.13"]  # TensorFlow 2.20 and 2.21 stop at 3.13
+    site = re.search(r"^site_url: (\S+)$", pathlib.Path("mkdocs.yml").read_text(), re.M).group(1)
+    assert f"Documentation, {site}" in metadata.get_all("Project-URL")
     links = re.findall(r"\]\(([^)]+)\)", metadata.get_payload())
     assert f"{repository}/blob/main/docs/why-dependencies.md" in links
     assert [link for link in links if not link.startswith(("https://", "#"))] == []
@@ -272,6 +275,13 @@ def test_the_package_metadata(tmp_path):
     assert 'tensorflow<3,>=2.20; extra == "tensorflow"' in requirements
     assert 'tensorflow-cpu<3,>=2.20; extra == "tensorflow-cpu"' in requirements
     assert not any(r.startswith("tensorflow-cpu") and '"tensorflow"' in r for r in requirements)
+
+
+def test_the_source_distribution_carries_no_tests(tmp_path):
+    """Tests without conftest.py and the repository they read cannot run from an sdist."""
+    _, sources = _metadata(os.getcwd(), tmp_path)
+    assert "keras_attn/cli.py" in sources
+    assert [path for path in sources if path.startswith("tests/")] == []
 
 
 def test_the_version_is_read_from_the_package_without_importing_it(tmp_path):

@@ -84,6 +84,7 @@ def find_layers(
         raise ValueError(
             f"`types` must be a layer class or a tuple of layer classes. Received: types={types!r}"
         )
+    model = _unwrapped(model)
     found = {}
     for path, layer in [(model.name, model), *_walk(model, "", {id(model)})]:
         if not isinstance(layer, classes):
@@ -99,13 +100,25 @@ def find_layers(
 
 def _walk(layer, prefix, seen):
     """Yields `(path, sublayer)` for every sublayer of `layer` not in `seen`, depth first."""
-    for sublayer in _sublayers(layer):
+    for sublayer in map(_unwrapped, _sublayers(layer)):
         if id(sublayer) in seen:
             continue
         seen.add(id(sublayer))
         path = prefix + sublayer.name
         yield path, sublayer
         yield from _walk(sublayer, f"{path}/", seen)
+
+
+def _unwrapped(layer):
+    """The block a `ConvertedAttentionBlock` wraps, else `layer`.
+
+    The wrapper carries its block's name: the block stands at the wrapper's
+    path, so a converted model has the paths of the model it was converted
+    from (not `"block/block/attention"`).
+    """
+    from keras_attn.interop.attention_conversion import ConvertedAttentionBlock  # imports us
+
+    return layer.layer if isinstance(layer, ConvertedAttentionBlock) else layer
 
 
 def _sublayers(layer):
