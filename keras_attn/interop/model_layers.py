@@ -276,7 +276,7 @@ def find_feed_forward_layers(model: keras.layers.Layer) -> dict[str, FeedForward
 def _feed_forward_of(block):
     """The `FeedForwardLayers` of a known transformer block, else `None`."""
     if isinstance(block, TransformerBlock):
-        norm = block.mlp_norm if block.norm_first else None
+        norm = block.mlp_norm if block.normalize_first else None
         return FeedForwardLayers(block.mlp_hidden, block.mlp_output, norm)
     if hasattr(block, "_feedforward_intermediate_dense"):  # KerasHub Transformer{En,De}coder
         norm = block._feedforward_layer_norm if block.normalize_first else None
