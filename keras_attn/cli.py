@@ -146,7 +146,7 @@ def _papers():
 def _missing_requirement(command):
     """Says what to install when the `reproduce` extra is missing, else `None`.
 
-    A missing backend is reported earlier, by `import keras_attn`.
+    A missing backend is reported next, when the command's module is imported.
     """
     needed = missing_packages("reproduce")
     if needed:

@@ -54,7 +54,9 @@ def find_layers(
       order `__init__` creates them.
 
     A layer reached twice (a shared layer) is listed once, where it is first
-    reached.
+    reached. A `ConvertedAttentionBlock` (from `convert_attention`) is not
+    listed: the block it wraps stands at its path, so a converted model has
+    the paths of the original.
 
     Args:
         model: a Keras model or layer; it is included itself if it has one of
