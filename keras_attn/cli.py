@@ -1,8 +1,10 @@
 """The `keras-attn` command line (also `python -m keras_attn`): the tour and the reproductions.
 
-Like every use of the package, the command line imports Keras (and so the
-backend) when it starts, which registers the library's classes. Every option
-is checked while the command line is parsed, before anything trains.
+`keras-attn --help`, `--version` and `keras-attn reproduce --help` import
+neither Keras nor a backend (`keras_attn/__init__.py` skips its eager import
+for the command line); a command imports Keras when it is chosen, before its
+module. Every option is checked while the command line is parsed, before
+anything trains.
 """
 
 import argparse
@@ -12,7 +14,7 @@ import importlib.util
 import sys
 import textwrap
 
-from keras_attn._optional import missing_modules
+from keras_attn._optional import import_keras, missing_packages
 from keras_attn.datasets.errors import DatasetNotFoundError
 from keras_attn.reproduce import REPRODUCTIONS, RESULTS_PAGE
 from keras_attn.utils.validation import output_folder
@@ -48,7 +50,7 @@ def build_parser(argv=None):
         "as a SavedModel, reload it and check it serves the same predictions.",
     )
     if chosen[:1] == ["tour"]:
-        tour = importlib.import_module("keras_attn.tour")
+        tour = _import_command("keras_attn.tour")
         tour.add_arguments(tour_parser)
         tour_parser.set_defaults(run=tour.run)
     reproduce_parser = commands.add_parser(
@@ -80,7 +82,7 @@ def build_parser(argv=None):
             "(default: %(default)s)",
         )
         if chosen == ["reproduce", name]:
-            module = importlib.import_module(f"keras_attn.reproduce.{entry.module}")
+            module = _import_command(f"keras_attn.reproduce.{entry.module}")
             module.add_arguments(paper_parser)
             paper_parser.description = _describe(module, entry)
             paper_parser.set_defaults(run=module.run)
@@ -89,6 +91,12 @@ def build_parser(argv=None):
                     check_arguments=_refusing(paper_parser, module.check_arguments)
                 )
     return parser
+
+
+def _import_command(module):
+    """Imports a command's module after Keras, so that a missing backend is named."""
+    import_keras()
+    return importlib.import_module(module)
 
 
 def _refusing(parser, check):
@@ -138,9 +146,9 @@ def _papers():
 def _missing_requirement(command):
     """Says what to install when the `reproduce` extra is missing, else `None`.
 
-    A missing backend is reported earlier, by `import keras_attn`.
+    A missing backend is reported next, when the command's module is imported.
     """
-    needed = missing_modules("reproduce")
+    needed = missing_packages("reproduce")
     if needed:
         return (
             f'keras-attn {command} needs the "reproduce" extra; missing: {", ".join(needed)}. '

@@ -1,6 +1,7 @@
 import argparse
 import importlib.metadata
 import json
+import os
 import subprocess
 import sys
 
@@ -48,6 +49,41 @@ def test_version_comes_from_the_package_metadata(capsys):
         cli.main(["--version"])
     assert raised.value.code == 0
     assert capsys.readouterr().out == f"keras-attn {importlib.metadata.version('keras-attn')}\n"
+
+
+# What pip writes as the `keras-attn` console script.
+CONSOLE_SCRIPT = """\
+import re
+import sys
+from keras_attn.cli import main
+if __name__ == "__main__":
+    sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])
+    sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("option", ["--help", "--version", "reproduce --help"])
+@pytest.mark.parametrize("start", ["console script", "python -m"])
+def test_help_and_version_import_neither_keras_nor_a_backend(start, option, tmp_path):
+    script = tmp_path / "keras-attn"
+    script.write_text(CONSOLE_SCRIPT)
+    command = [str(script)] if start == "console script" else ["-m", "keras_attn"]
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *command, *option.split()],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 0
+    assert done.stdout.startswith(("usage: keras-attn", "keras-attn "))
+    imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()]
+    assert "keras_attn.cli" in imported
+    assert {name.split(".")[0] for name in imported} & {"keras", "tensorflow", "jax", "torch"} == (
+        set()
+    )
+    others = [line for line in done.stderr.splitlines() if not line.startswith("import time:")]
+    assert others == []  # no TensorFlow log line
 
 
 def test_the_one_entry_point_answers_help():

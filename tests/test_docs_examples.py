@@ -6,10 +6,13 @@ import re
 import keras
 import pytest
 
+from keras_attn.testing.arrays import assert_allclose
+
 DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
 # Pages whose ```python blocks run, in order, as one script.
 RUNNABLE_PAGES = ["your-models.md"]
 CODE_BLOCK = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+FENCE = re.compile(r"^```.*?^```$", re.MULTILINE | re.DOTALL)
 
 
 @pytest.mark.slow  # the examples fit and save models: half a minute
@@ -22,3 +25,65 @@ def test_page_code_blocks_run(page, tmp_path, monkeypatch):
     namespace = {"__name__": f"docs_{page}"}
     for block in blocks:
         exec(compile(block, f"{page}", "exec"), namespace)
+
+
+README = DOCS.parent / "README.md"
+
+
+def _section_code(page, heading):
+    """The ```python blocks of the page's section `heading`, up to the next heading as high."""
+    text = page.read_text()
+    start = text.index(f"\n{heading}\n") + len(heading) + 2
+    # Code blocks blanked out (offsets kept), so that a `# comment` is not a heading.
+    prose = FENCE.sub(lambda block: re.sub(r"[^\n]", " ", block.group()), text)
+    level = len(heading.split(" ", 1)[0])
+    end = re.compile(rf"^#{{1,{level}}} ", re.MULTILINE).search(prose, start)
+    blocks = CODE_BLOCK.findall(text[start : end.start() if end else len(text)])
+    assert blocks, f"{page.name} has no python block under {heading!r}"
+    return "\n".join(blocks)
+
+
+def _run(code, filename):
+    namespace = {"__name__": filename}
+    exec(compile(code, filename, "exec"), namespace)
+    return namespace
+
+
+def test_the_readme_and_the_home_page_show_one_first_model():
+    code = _section_code(README, "## A first model")
+    assert code == _section_code(DOCS / "index.md", "## A first model")
+    assert 10 <= len(code.strip().splitlines()) <= 20
+
+
+@pytest.mark.backend_agnostic
+def test_the_readme_first_model_trains_saves_and_exports(tmp_path, monkeypatch):
+    if keras.backend.backend() == "torch":
+        pytest.skip("a SavedModel from torch needs torch_xla; the README runs on TF and JAX")
+    import tensorflow as tf
+
+    monkeypatch.chdir(tmp_path)
+    keras.utils.set_random_seed(0)
+    namespace = _run(_section_code(README, "## A first model"), "README.md")
+    model, x = namespace["model"], namespace["x_train"][:4]
+    assert model.jit_compile is True
+    assert len(model.history.history["loss"]) == 2
+    expected = model.predict(x, verbose=0)
+    reloaded = keras.saving.load_model("first_model.keras")
+    assert_allclose(reloaded.predict(x, verbose=0), expected, atol=1e-6, rtol=0)
+    served = tf.saved_model.load("first_model")
+    assert_allclose(served.serve(tf.constant(x)).numpy(), expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.backend_agnostic
+def test_the_keras_hub_recipe_of_the_ffn_memories_page_runs():
+    keras.utils.set_random_seed(0)
+    code = _section_code(DOCS / "ffn-memories.md", "### A KerasHub model")
+    namespace = _run(code, "ffn-memories.md")
+    backbone, analysis = namespace["backbone"], namespace["analysis"]
+    blocks = [backbone.get_layer(f"transformer_layer_{i}") for i in range(2)]
+    assert analysis.site_names == ["transformer_layer_0", "transformer_layer_1"]
+    assert [site.hidden for site in namespace["sites"]] == [
+        block._feedforward_intermediate_dense for block in blocks
+    ]
+    assert [table.shape for table in analysis.trigger_scores] == [(16, 3)] * 2
+    assert analysis.num_positions == 4 * 7

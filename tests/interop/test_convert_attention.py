@@ -8,6 +8,8 @@ from keras_attn.interop import (
     ConvertedAttentionBlock,
     convert_attention,
     find_attention_layers,
+    find_feed_forward_layers,
+    find_layers,
     from_keras_attention,
 )
 from keras_attn.layers import LogSparsePattern, MultiHeadSelfAttention
@@ -249,3 +251,21 @@ def test_a_layer_that_its_config_does_not_rebuild_is_refused_by_name():
         convert_attention(model)
     for weight, before in zip(model.weights, weights, strict=True):
         np.testing.assert_array_equal(to_numpy(weight), before)
+
+
+def test_a_converted_backbone_keeps_the_layer_paths_of_the_original(keras_hub_backbone):
+    """The wrapper of a converted block carries the block's name: no doubled path segment."""
+    backbone = keras_hub_backbone("bert")
+    inputs = {name: keras.Input((None,), dtype="int32", name=name) for name in _bert_inputs()}
+    classifier = keras.Model(inputs, keras.layers.Dense(2)(backbone(inputs)["pooled_output"]))
+    for model in (backbone, classifier):
+        converted = convert_attention(model)
+        attention = find_attention_layers(converted)
+        assert list(attention) == list(find_attention_layers(model))
+        assert all(isinstance(layer, MultiHeadSelfAttention) for layer in attention.values())
+        assert list(find_feed_forward_layers(converted)) == list(find_feed_forward_layers(model))
+    assert list(attention)[0] == f"{backbone.name}/transformer_layer_0/self_attention_layer"
+    block = converted.get_layer(backbone.name).get_layer("transformer_layer_0")
+    assert find_layers(block, MultiHeadSelfAttention) == {
+        "self_attention_layer": block.layer._self_attention_layer
+    }
