@@ -146,8 +146,13 @@ def value_vocabulary_distributions(site: FeedForwardSite, output_embedding: Tens
 
 def _run_sites(model, inputs, sites):
     """Runs `model` on one batch; per site `(residual, coefficients, ffn_output)` numpy."""
-    watched = [layer for site in sites for layer in (site.hidden, site.output, site.residual)]
-    with record_calls([layer for layer in watched if layer is not None]) as records:
+    watched = [
+        layer
+        for site in sites
+        for layer in (site.hidden, site.output, site.residual)
+        if layer is not None
+    ]
+    with record_calls(watched, compiled_calls=False) as records:  # a direct call only
         model(inputs, training=False)
     results = []
     for site in sites:

@@ -28,6 +28,39 @@ from keras_attn.utils.validation import check_int
 # Arguments of `MultiHeadSelfAttention` that the converted weights determine.
 SET_BY_WEIGHTS = ("num_heads", "key_dim", "value_dim", "output_dim", "use_bias", "output_use_bias")
 
+# What `from_keras_attention` does with each constructor argument of the layers it
+# converts, base `Layer` arguments included (a test walks their signatures):
+# - read from the weights: the sizes and the biases;
+FROM_WEIGHTS = ("num_heads", "key_dim", "value_dim", "output_shape", "use_bias")
+# - carried over as the `MultiHeadSelfAttention` argument of the same name;
+CARRIED = (
+    "dropout",
+    "kernel_initializer",
+    "bias_initializer",
+    "kernel_regularizer",
+    "bias_regularizer",
+    "seed",
+    "trainable",
+    "dtype",
+    "autocast",
+    "name",
+)
+# - `MultiHeadSelfAttention` has no such option: a layer that sets one is refused;
+#   the values listed here leave it unset. (Keras' `activity_regularizer` adds a loss
+#   for each of the four projections' outputs; the base layer argument of
+#   `MultiHeadSelfAttention` regularizes its output instead.)
+REFUSED = {
+    "activity_regularizer": (None,),
+    "attention_axes": (None, (1,), [1]),
+    "sliding_window": (None,),
+    "use_gate": (False,),
+    "kernel_constraint": (None,),
+    "bias_constraint": (None,),
+}
+# - a choice of kernel, not of what is computed: the converted layer makes its own (its
+#   dense attention runs through `keras.ops.dot_product_attention`, flash where it can).
+KERNEL_CHOICES = ("flash_attention",)
+
 
 def from_keras_attention(
     layer: keras.layers.MultiHeadAttention, **options: Any
@@ -40,11 +73,22 @@ def from_keras_attention(
     difference: they output zeros, where `keras.layers.MultiHeadAttention`
     averages over all keys; pass `additive_mask=-1e9` to reproduce that too.
 
+    Every constructor argument of `layer` is carried over (dropout,
+    initializers, kernel and bias regularizers, seed, `trainable`, dtype
+    policy, `autocast` and name) or read from the weights (the sizes and
+    the biases). A layer that sets an option `MultiHeadSelfAttention` does
+    not have (attention axes, a sliding window, a gate, constraints, an
+    activity regularizer, which Keras applies to each projection) is
+    refused with a `ValueError` naming it. `flash_attention` is a choice of
+    kernel: the new layer makes its own (its dense attention runs through
+    `keras.ops.dot_product_attention`).
+
     Args:
-        layer: a built `keras.layers.MultiHeadAttention` (or subclass) whose
-            query, key and value come from inputs of one size, with the
-            default attention axes, no gate, no sliding window and no
-            constraints.
+        layer: a built `keras.layers.MultiHeadAttention`, or KerasHub's
+            `CachedMultiHeadAttention` (other subclasses compute attention
+            their own way and are refused), whose query, key and value come
+            from inputs of one size, with the default attention axes, no
+            gate, no sliding window and no constraints.
         **options: `MultiHeadSelfAttention` arguments that replace the
             copied ones, for example `attention_pattern=LogSparsePattern()`
             or `logit_scale="log_length"`. The sizes (`num_heads`, `key_dim`,
@@ -342,20 +386,21 @@ def _core_config(layer):
         raise ValueError(
             f"`layer` must be a built `keras.layers.MultiHeadAttention`. Received: layer={layer!r}"
         )
+    if not _is_convertible_type(type(layer)):
+        raise ValueError(
+            f"Attention layer {layer.name!r} cannot be converted: its class computes attention "
+            "its own way; `MultiHeadSelfAttention` reproduces `keras.layers.MultiHeadAttention` "
+            f"and KerasHub's `CachedMultiHeadAttention`. Received: {type(layer).__name__}"
+        )
     config = layer.get_config()
-    unsupported = {
-        "attention_axes": config.get("attention_axes") not in (None, (1,), [1]),
-        "use_gate": bool(config.get("use_gate")),
-        "sliding_window": config.get("sliding_window") is not None,
-        "kernel_constraint": config.get("kernel_constraint") is not None,
-        "bias_constraint": config.get("bias_constraint") is not None,
-    }
-    for name, found in unsupported.items():
-        if found:
-            raise ValueError(
-                f"Attention layer {layer.name!r} cannot be converted: `MultiHeadSelfAttention` "
-                f"has no `{name}`. Received: {name}={config[name]!r}"
-            )
+    refused = [name for name, unset in REFUSED.items() if config.get(name) not in unset]
+    refused += _unknown_options(layer, config)
+    if refused:
+        raise ValueError(
+            f"Attention layer {layer.name!r} cannot be converted: `MultiHeadSelfAttention` "
+            f"has no {', '.join(f'`{name}`' for name in refused)}. Received: "
+            + ", ".join(f"{name}={config[name]!r}" for name in refused)
+        )
     query, key, value = (layer.query_dense.kernel, layer.key_dense.kernel, layer.value_dense.kernel)
     output = layer.output_dense.kernel  # (num_heads, value_dim, output_dim)
     if not query.shape[0] == key.shape[0] == value.shape[0] or len(output.shape) != 3:
@@ -377,6 +422,36 @@ def _core_config(layer):
         "kernel_regularizer": config["kernel_regularizer"],
         "bias_regularizer": config["bias_regularizer"],
         "seed": config.get("seed"),
+        "trainable": layer.trainable,
         "dtype": layer.dtype_policy,
+        "autocast": layer.autocast,
         "name": layer.name,
     }
+
+
+def _is_convertible_type(layer_type):
+    """Whether `layer_type` is Keras' or KerasHub's cached `MultiHeadAttention`."""
+    if layer_type is keras.layers.MultiHeadAttention:
+        return True
+    # KerasHub is optional: its class is recognised by name. Its `call` adds a key/value
+    # cache, which `MultiHeadSelfAttention` refuses, and computes the same attention.
+    package = layer_type.__module__.partition(".")[0]
+    return package == "keras_hub" and layer_type.__name__ == "CachedMultiHeadAttention"
+
+
+def _unknown_options(layer, config):
+    """The config entries not known here and not at their constructor default.
+
+    An option added to Keras' attention after this module was written is
+    refused until the conversion handles it.
+    """
+    known = {*FROM_WEIGHTS, *CARRIED, *REFUSED, *KERNEL_CHOICES}
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(type(layer).__init__).parameters.items()
+    }
+    return [
+        name
+        for name, value in config.items()
+        if name not in known and (name not in defaults or value != defaults[name])
+    ]

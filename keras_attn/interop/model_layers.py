@@ -10,7 +10,10 @@ places:
   attributes;
 - reaching inside layers: `intercept_calls` replaces a layer's `call` on
   the instance for the duration of a `with` block (Keras 3 has no forward
-  hooks), and always restores it;
+  hooks), and always restores it; on entering and leaving the block it
+  rebuilds the compiled functions that the Keras trainer keeps on a model
+  (`predict_function`, `train_function`, `test_function`) for every live
+  model holding one of the layers, found among Python's tracked objects;
 - replacing sublayers: `replace_attributes` swaps the sublayers that a
   block's attributes hold (found by `held_layers`) through the block's
   private tracker, as its own `build` would have created them.
@@ -28,6 +31,8 @@ gates of `keras_attn.pruning.head_importance`), and `held_layers` with
 
 import contextlib
 import dataclasses
+import functools
+import gc
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -36,7 +41,7 @@ import numpy as np
 
 from keras_attn._typing import Tensor
 from keras_attn.layers import MultiHeadSelfAttention, TransformerBlock
-from keras_attn.utils.validation import static_size
+from keras_attn.utils.validation import check_bool, concrete, static_size
 
 # `keras.layers.MultiHeadAttention` includes its KerasHub subclasses
 # (`CachedMultiHeadAttention` of `BertBackbone`, `GPT2Backbone`, ...).
@@ -321,6 +326,8 @@ def _feed_forward_of(block):
 def intercept_calls(
     layers: Iterable[keras.layers.Layer],
     interceptor: Callable[..., Any],
+    *,
+    compiled_calls: bool = True,
 ) -> Iterator[None]:
     """Routes every call of the given layers through `interceptor` inside a `with` block.
 
@@ -331,9 +338,19 @@ def intercept_calls(
     Keras' `__call__` (building, masks, dtype casts) is unchanged around it.
     On leaving the block, normally or by an exception, every layer gets its
     own `call` back. Blocks nest: an inner interceptor on the same layer
-    wraps the outer one. Works on every backend, for eager calls and for the
-    backend's autodiff (`jax.grad` traces the intercepted calls); a function
-    compiled inside the block keeps the interceptor it traced.
+    wraps the outer one, and blocks may be left in any order.
+
+    Works on every backend, for eager calls, for the backend's autodiff
+    (`jax.grad` traces the intercepted calls) and for `model.predict`,
+    `fit` and `evaluate` (and their `*_on_batch` forms), also of a model
+    that holds the layers at any depth: on entering and on leaving the
+    block, the compiled functions that Keras keeps on each live model
+    holding one of the layers are rebuilt, so that a compiled call inside
+    the block runs the interceptors and one after it runs the layers as
+    they were (it is traced again at its next call). A compiled function
+    calls the interceptor when it is traced, once, not at every batch. A
+    function you compile yourself (`tf.function`, `jax.jit`) keeps what it
+    traced.
 
     This is the one place keras_attn changes a layer's computation from
     outside: `gate_heads` and `record_calls` are built on it.
@@ -343,6 +360,14 @@ def intercept_calls(
             intercepted once).
         interceptor: callable `interceptor(layer, call, *args, **kwargs)`
             returning the layer's outputs.
+        compiled_calls: bool, whether `model.predict`, `fit` and `evaluate`
+            inside the block reach the interceptors (their compiled
+            functions are rebuilt on TensorFlow and JAX, as above; finding
+            the models holding the layers looks through every live Python
+            object, tens of milliseconds). Pass `False` for a block that
+            only calls models directly or through autodiff: a compiled
+            function is then left as it is, and one traced before the block
+            would run without the interceptors.
 
     Yields:
         None.
@@ -362,36 +387,138 @@ def intercept_calls(
             raise ValueError(f"`layers` must hold Keras layers. Received: {layer!r} in layers")
     if not callable(interceptor):
         raise ValueError(f"`interceptor` must be callable. Received: interceptor={interceptor!r}")
-    installed = []
+    rebuilt = layers if check_bool("compiled_calls", compiled_calls) else []
+    block = object()  # this block's entries in the layers' interceptions
     try:
         for layer in layers:
-            # An instance-level `call` is an enclosing block's interceptor, restored on exit.
-            installed.append((layer, vars(layer).get("call")))
-            layer.call = _intercepted(layer, layer.call, interceptor)
+            _interception(layer).interceptors.append((block, interceptor))
+        _rebuild_compiled_functions(rebuilt)
         yield
     finally:
-        for layer, previous in reversed(installed):
-            if previous is None:
-                del layer.call
-            else:
-                layer.call = previous
+        for layer in layers:
+            _release(layer, block)
+        _rebuild_compiled_functions(rebuilt)
 
 
-def _intercepted(layer, call, interceptor):
-    def intercepted_call(*args, **kwargs):
-        return interceptor(layer, call, *args, **kwargs)
+# The layers that open `intercept_calls` blocks intercept: id(layer) -> `_Interception`.
+_INTERCEPTIONS = {}
 
-    return intercepted_call
+
+@dataclasses.dataclass
+class _Interception:
+    """The interceptors of one layer, outermost block first, and its `call` before them.
+
+    Attributes:
+        layer: the intercepted layer.
+        own_call: the layer's `call` before the first block.
+        instance_call: the `call` set on the instance before the first
+            block, restored after the last one; `None` when the class's
+            `call` ran.
+        interceptors: list of `(block, interceptor)`, one per open block.
+    """
+
+    layer: keras.layers.Layer
+    own_call: Callable[..., Any]
+    instance_call: Callable[..., Any] | None
+    interceptors: list = dataclasses.field(default_factory=list)
+
+    def call(self, *args, **kwargs):
+        call = self.own_call
+        for _, interceptor in self.interceptors:  # each block wraps the ones opened before it
+            call = functools.partial(interceptor, self.layer, call)
+        return call(*args, **kwargs)
+
+
+def _interception(layer):
+    """The `_Interception` of `layer`, installed as its `call` if it has none yet."""
+    if id(layer) not in _INTERCEPTIONS:
+        _INTERCEPTIONS[id(layer)] = _Interception(layer, layer.call, vars(layer).get("call"))
+        layer.call = _INTERCEPTIONS[id(layer)].call
+    return _INTERCEPTIONS[id(layer)]
+
+
+def _release(layer, block):
+    """Removes `block`'s interceptors from `layer`; after the last one, restores its `call`."""
+    interception = _INTERCEPTIONS.get(id(layer))
+    if interception is None:
+        return
+    interception.interceptors = [
+        entry for entry in interception.interceptors if entry[0] is not block
+    ]
+    if interception.interceptors:
+        return
+    del _INTERCEPTIONS[id(layer)]
+    if interception.instance_call is None:
+        del layer.call
+    else:
+        layer.call = interception.instance_call
+
+
+def _rebuild_compiled_functions(layers):
+    """Rebuilds the compiled functions of `predict`, `fit` and `evaluate` that run `layers`.
+
+    The Keras trainer keeps the function it traced on the model
+    (`predict_function`, `train_function`, `test_function`) and runs it
+    again without calling the layers' `call`: one traced before a block
+    would ignore its interceptors, one traced inside would keep them after
+    it. Each is rebuilt (`make_*_function(force=True)`, traced again at its
+    next call; a `fit` under way goes on with the new one) on every live
+    model holding one of `layers`. Keras keeps no list of its models, so
+    they are looked up among the objects Python's garbage collector tracks.
+    The torch trainer needs none of it: it calls the model eagerly, or
+    through `torch.compile`, whose guards see the change of `call`.
+    """
+    if not layers or keras.backend.backend() == "torch":
+        return
+    wanted = {id(layer) for layer in layers}
+    for model in _live_models():
+        kinds = [kind for kind in ("predict", "train", "test") if _compiled(model, kind)]
+        if kinds and wanted & {id(model), *(id(layer) for _, layer in _walk(model, "", set()))}:
+            for kind in kinds:
+                getattr(model, f"make_{kind}_function")(force=True)
+
+
+def _compiled(model, kind):
+    return getattr(model, f"{kind}_function", None) is not None
+
+
+def _live_models():
+    """Every `keras.Model` that Python's garbage collector tracks."""
+    model_types = _subclasses(keras.Model)
+    # Compared by type: `isinstance` would call `__class__` on proxies, dead ones included.
+    return [obj for obj in gc.get_objects() if type(obj) in model_types]
+
+
+def _subclasses(cls):
+    """`cls` and all its subclasses."""
+    found = {cls}
+    for subclass in cls.__subclasses__():
+        found |= _subclasses(subclass)
+    return found
 
 
 @contextlib.contextmanager
 def record_calls(
     layers: Iterable[keras.layers.Layer],
+    *,
+    compiled_calls: bool = True,
 ) -> Iterator[dict[keras.layers.Layer, list[tuple[Tensor, Tensor]]]]:
     """Records the first input and the outputs of every call of the given layers.
 
+    It records values: the calls of a model called directly (`model(x)`),
+    or of `model.predict`, `fit` and `evaluate` of a model compiled with
+    `run_eagerly=True`. A call traced for compilation (by a compiled
+    `predict`, `fit` or `evaluate`, a `tf.function` or `jax.jit`) or for
+    `jax.grad` has no values: it is not recorded, it runs as it would
+    without the block, and leaving the block then raises a `ValueError`
+    naming the layer (`intercept_calls` reaches inside traced calls).
+
     Args:
         layers: iterable of Keras layers.
+        compiled_calls: bool, whether a compiled `predict`, `fit` or
+            `evaluate` inside the block is caught even if it was traced
+            before the block (see `intercept_calls`); `False` for a block
+            that only calls models directly.
 
     Yields:
         dict `layer -> list of (first positional input, outputs)`, one entry
@@ -408,20 +535,36 @@ def record_calls(
     """
     layers = list(layers)
     records = {layer: [] for layer in layers}
+    traced = {}  # layer name -> the type of its traced outputs
 
     def record(layer, call, inputs, *args, **kwargs):
         outputs = call(inputs, *args, **kwargs)
-        records[layer].append((inputs, outputs))
+        first_output = keras.tree.flatten(outputs)[0]
+        if concrete(first_output) is None:
+            # Not raised here: JAX's `predict` would leave the model's variables released.
+            traced[layer.name] = type(first_output).__name__
+        else:
+            records[layer].append((inputs, outputs))
         return outputs
 
-    with intercept_calls(layers, record):
+    with intercept_calls(layers, record, compiled_calls=compiled_calls):
         yield records
+    if traced:
+        raise ValueError(
+            "`record_calls` records the values of calls, but these layers were traced "
+            "(by a compiled `model.predict`, `fit` or `evaluate`, a `tf.function`, "
+            "`jax.jit` or `jax.grad`), where their outputs have no values: call the model "
+            "directly (`model(x)`) or compile it with `run_eagerly=True`; `intercept_calls` "
+            f"reaches inside traced calls. Received: traced outputs {traced}"
+        )
 
 
 @contextlib.contextmanager
 def gate_heads(
     layers: Mapping[str, keras.layers.Layer],
     make_gate: Callable[[str, Tensor], Tensor],
+    *,
+    compiled_calls: bool = True,
 ) -> Iterator[dict[str, list[Tensor]]]:
     """Multiplies the output of every head, at every token, by a gate.
 
@@ -432,16 +575,24 @@ def gate_heads(
     gate of ones is the per-token head-mask gradient of Michel et al. (2019).
     (A Keras `MultiHeadAttention` over several `attention_axes` has one
     `length` axis per attended axis.)
+    The gates hold in eager calls and in `model.predict`, `fit` and
+    `evaluate` of any model holding the layers, and not after the block
+    (see `intercept_calls`); a compiled `predict`, `fit` or `evaluate`
+    calls `make_gate` once, when it is traced, and its gate is a traced
+    tensor.
 
     Args:
         layers: dict `name -> attention layer`, as from `find_attention_layers`.
         make_gate: callable `make_gate(name, ones)` returning the gate of
             layer `name`, broadcastable to `(batch, length, heads, head_dim)`
             without changing that shape; another gate raises a `ValueError`.
+        compiled_calls: bool, whether `model.predict`, `fit` and `evaluate`
+            inside the block are gated (see `intercept_calls`); `False` for
+            a block that only calls models directly or through autodiff.
 
     Yields:
         dict `name -> list of the gates`, one per call of the layer made
-        inside the block.
+        inside the block (one per trace of a compiled function).
 
     Example:
 
@@ -465,7 +616,7 @@ def gate_heads(
         return call(inputs * gate, *args, **kwargs)
 
     projections = [attention_projections(layer)["output"] for layer in layers.values()]
-    with intercept_calls(projections, gated):
+    with intercept_calls(projections, gated, compiled_calls=compiled_calls):
         yield gates
 
 

@@ -164,7 +164,7 @@ def _run_gated(layers, total_loss, make_gate):
     gradient. A layer called more than once per model call is refused: one
     gate per head and token would be ambiguous.
     """
-    with gate_heads(layers, make_gate) as gates:
+    with gate_heads(layers, make_gate, compiled_calls=False) as gates:  # direct calls only
         total = total_loss()
     for name, calls in gates.items():
         if len(calls) != 1:

@@ -42,7 +42,8 @@ def target_ranks(scores: Tensor, targets: Tensor, exclude: Tensor | None = None)
 
     Args:
         scores: `(batch, num_items)` float array.
-        targets: `(batch,)` int array of target columns.
+        targets: `(batch,)` int array of target columns, each from 0 to
+            `num_items - 1`.
         exclude: optional boolean `(batch, num_items)` array, True for items
             that are not candidates.
 
@@ -57,6 +58,12 @@ def target_ranks(scores: Tensor, targets: Tensor, exclude: Tensor | None = None)
     [1]
     """
     scores = np.asarray(scores, np.float64)
+    targets = _checked_targets(targets, scores.shape)
+    if exclude is not None and np.shape(exclude) != scores.shape:
+        raise ValueError(
+            f"`exclude` must have the shape of `scores`, {scores.shape}. "
+            f"Received: exclude.shape={np.shape(exclude)}"
+        )
     scores = np.where(np.isfinite(scores), scores, -np.inf)  # non-finite ranks last
     rows = np.arange(len(scores))
     target_scores = scores[rows, targets][:, None]  # (batch, 1)
@@ -65,6 +72,36 @@ def target_ranks(scores: Tensor, targets: Tensor, exclude: Tensor | None = None)
     if exclude is not None:
         ahead &= ~np.asarray(exclude, bool)
     return ahead.sum(axis=1).astype(np.int64)
+
+
+def _checked_targets(targets, scores_shape):
+    """`targets` as an int array, one column of `(batch, num_items)` scores per row."""
+    targets = np.asarray(targets)
+    if len(scores_shape) != 2:
+        raise ValueError(
+            f"`scores` must be (batch, num_items). Received: scores.shape={scores_shape}"
+        )
+    batch, num_items = scores_shape
+    if targets.shape != (batch,):
+        raise ValueError(
+            f"`targets` must hold one column per row of `scores`, shape ({batch},). "
+            f"Received: targets.shape={targets.shape}"
+        )
+    if not np.issubdtype(targets.dtype, np.integer):
+        raise ValueError(
+            f"`targets` must hold integer columns. Received: targets.dtype={targets.dtype}"
+        )
+    if targets.size == 0:
+        return targets
+    # A negative column would index from the end: `-1` would rank the last item.
+    low, high = targets.min(), targets.max()
+    if low < 0 or high >= num_items:
+        label, value = ("min", low) if low < 0 else ("max", high)
+        raise ValueError(
+            f"`targets` must hold columns from 0 to {num_items - 1} of `scores`. "
+            f"Received: {label}(targets)={value}"
+        )
+    return targets
 
 
 def hit_rate(ranks: Tensor, k: int) -> float:

@@ -283,7 +283,11 @@ def step_losses(model: keras.Model, x: Tensor, y: Tensor, batch_size: int) -> np
 
     The running loss that `fit` reports after each training step (the mean
     over the epoch's steps so far), in the order of `ordered_batches`: two
-    models that train the same way give the same array.
+    models that train the same way give the same array. A model compiled
+    with `steps_per_execution > 1` trains this epoch one step per execution
+    (`fit` reports the loss only once per execution; the steps are the
+    same) and gets its setting back after it; its compiled training
+    function is rebuilt at its next `fit`.
 
     Args:
         model: a compiled `keras.Model`.
@@ -306,5 +310,10 @@ def step_losses(model: keras.Model, x: Tensor, y: Tensor, batch_size: int) -> np
     record = keras.callbacks.LambdaCallback(
         on_train_batch_end=lambda batch, logs: losses.append(float(logs["loss"]))
     )
-    model.fit(**ordered_batches(x, y, batch_size), epochs=1, callbacks=[record], verbose=0)
+    steps_per_execution = model.steps_per_execution
+    model.steps_per_execution, model.train_function = 1, None
+    try:
+        model.fit(**ordered_batches(x, y, batch_size), epochs=1, callbacks=[record], verbose=0)
+    finally:
+        model.steps_per_execution, model.train_function = steps_per_execution, None
     return np.array(losses)

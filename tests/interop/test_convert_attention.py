@@ -1,5 +1,7 @@
 """keras_attn attention in existing Keras and KerasHub models, weights carried over."""
 
+import inspect
+
 import keras
 import numpy as np
 import pytest
@@ -269,3 +271,128 @@ def test_a_converted_backbone_keeps_the_layer_paths_of_the_original(keras_hub_ba
     assert find_layers(block, MultiHeadSelfAttention) == {
         "self_attention_layer": block.layer._self_attention_layer
     }
+
+
+def _source_attention(source, name, value):
+    """A functional model around one attention layer of `source` built with `name=value`."""
+    if source == "keras":
+        layer_class = keras.layers.MultiHeadAttention
+    else:
+        layer_class = pytest.importorskip("keras_hub").layers.CachedMultiHeadAttention
+    arguments = {"num_heads": 2, "key_dim": 4, "seed": 1, "name": "attention", name: value}
+    layer = layer_class(**arguments)
+    # Attention over two axes needs a 4-D input; every other case takes (length, dim).
+    inputs = keras.Input((3, 2, 8) if name == "attention_axes" else (6, 8))
+    return keras.Model(inputs, layer(inputs, inputs)), layer
+
+
+def _same_outputs(source, converted, name):
+    _assert_outputs_equal(converted(X), source(X))
+
+
+def _same_config_entry(source, converted, name):
+    expected = source.get_layer(index=1).get_config()[name]
+    assert converted.get_layer(index=1).get_config()[name] == expected
+
+
+def _same_attribute(source, converted, name):
+    assert getattr(converted.get_layer(index=1), name) == getattr(source.get_layer(index=1), name)
+
+
+def _same_losses(source, converted, name):
+    """Weight and activity regularizers: `model.losses` after a call, term by term."""
+    source(X), converted(X)
+    assert len(converted.losses) == len(source.losses) > 0
+    expected = sorted(float(to_numpy(loss)) for loss in source.losses)
+    assert_allclose(sorted(float(to_numpy(loss)) for loss in converted.losses), expected, rtol=1e-5)
+
+
+def _refused(source, converted, name):
+    raise AssertionError(f"`{name}` must be refused")
+
+
+# A value other than the default for every constructor argument of the layers
+# `convert_attention` converts (`keras.layers.MultiHeadAttention` and KerasHub's
+# `CachedMultiHeadAttention`, base `Layer` arguments included), and what shows that it
+# is carried over; `_refused` ones must raise a `ValueError` that names them.
+ARGUMENTS = {
+    "num_heads": (3, _same_outputs),
+    "key_dim": (2, _same_outputs),
+    "value_dim": (5, _same_outputs),
+    "output_shape": (4, _same_outputs),
+    "use_bias": (False, _same_outputs),
+    "flash_attention": (False, _same_outputs),
+    "dropout": (0.25, _same_config_entry),
+    "seed": (7, _same_config_entry),
+    "kernel_initializer": ("ones", _same_config_entry),
+    "bias_initializer": ("ones", _same_config_entry),
+    "dtype": ("mixed_bfloat16", _same_config_entry),
+    "name": ("renamed", _same_attribute),
+    "trainable": (False, _same_attribute),
+    "autocast": (False, _same_attribute),
+    "kernel_regularizer": ("l2", _same_losses),
+    "bias_regularizer": (keras.regularizers.L1(0.5), _same_losses),
+    # Keras regularizes the four projections' outputs; the core's base argument, its output.
+    "activity_regularizer": ("l2", _refused),
+    "attention_axes": ((1, 2), _refused),
+    "sliding_window": (2, _refused),
+    "use_gate": (True, _refused),
+    "kernel_constraint": ("non_neg", _refused),
+    "bias_constraint": ("non_neg", _refused),
+}
+
+
+@pytest.mark.parametrize("source", ["keras", "keras_hub"])
+def test_every_constructor_argument_of_the_converted_layers_is_in_the_table(source):
+    """A new argument of Keras' or KerasHub's attention fails here until it is handled."""
+    model, layer = _source_attention(source, "seed", 1)
+    arguments = [
+        parameter.name
+        for layer_class in (type(layer), keras.layers.Layer)
+        for parameter in inspect.signature(layer_class.__init__).parameters.values()
+        if parameter.name != "self" and parameter.kind is not parameter.VAR_KEYWORD
+    ]
+    assert [name for name in arguments if name not in ARGUMENTS] == []
+
+
+@pytest.mark.parametrize("source", ["keras", "keras_hub"])
+@pytest.mark.parametrize("name", list(ARGUMENTS))
+def test_conversion_carries_every_argument_or_refuses_it(source, name):
+    value, carried = ARGUMENTS[name]
+    if name == "value_dim" and keras.backend.backend() == "jax":
+        pytest.skip("Keras' own attention cannot run value_dim != key_dim on JAX.")
+    keras.utils.set_random_seed(0)
+    model, layer = _source_attention(source, name, value)
+    weights = [to_numpy(weight) for weight in model.weights]
+    if carried is _refused:
+        with pytest.raises(ValueError, match=f"'attention' cannot be converted.*has no `{name}`"):
+            convert_attention(model)
+        assert model.get_layer("attention") is layer
+        for weight, before in zip(model.weights, weights, strict=True):
+            assert_allclose(weight, before, rtol=0, atol=0)
+        return
+    converted = convert_attention(model)
+    assert isinstance(converted.get_layer(index=1), MultiHeadSelfAttention)
+    carried(model, converted, name)
+
+
+def test_conversion_refuses_attention_subclasses_of_another_computation():
+    """Whisper's key projection has no bias: its layer is not Keras' attention with a cache."""
+    whisper = pytest.importorskip(
+        "keras_hub.src.models.whisper.whisper_cached_multi_head_attention"
+    )
+    layer = whisper.WhisperCachedMultiHeadAttention(2, 4, name="whisper")
+    layer(X, X)
+    with pytest.raises(ValueError, match="'whisper' cannot be converted.*WhisperCachedMulti"):
+        from_keras_attention(layer)
+
+
+def test_conversion_refuses_an_option_it_does_not_know():
+    """An argument Keras adds later, not at its default, is refused until the conversion
+    handles it."""
+    model, layer = _source_attention("keras", "seed", 1)
+    config = layer.get_config()
+    # The config of a later Keras release, with an option this module does not know.
+    layer.get_config = lambda: {**config, "new_option": 3}
+    with pytest.raises(ValueError, match="has no `new_option`. Received: new_option=3"):
+        convert_attention(model)

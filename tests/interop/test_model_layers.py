@@ -271,3 +271,136 @@ def test_a_gate_that_changes_the_heads_shape_is_refused(gate):
             layer(x)
     assert "call" not in vars(layer.output_dense)
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(layer(x)), expected)
+
+
+def test_intercept_calls_restores_the_layer_whatever_order_the_blocks_end():
+    dense = keras.layers.Dense(1, kernel_initializer="ones", use_bias=False)
+    x = np.ones((1, 2), "float32")
+
+    def value():
+        return float(keras.ops.convert_to_numpy(dense(x))[0, 0])
+
+    def plus_one(layer, call, inputs, *args, **kwargs):
+        return call(inputs, *args, **kwargs) + 1.0
+
+    for own_call in (None, dense.call):  # the class's `call`, then one set on the instance
+        if own_call is not None:
+            dense.call = own_call
+        outer, inner = intercept_calls([dense], _doubling), intercept_calls([dense], plus_one)
+        outer.__enter__()
+        inner.__enter__()
+        assert value() == 5.0  # (1 + 1) * 2 + 1: the inner block wraps the outer one
+        outer.__exit__(None, None, None)  # the outer block ends first
+        assert value() == 3.0  # the inner interceptor alone
+        inner.__exit__(None, None, None)
+        assert value() == 2.0
+        assert vars(dense).get("call") is own_call
+
+
+def _gated_classifier(jit_compile):
+    """A classifier around a nested encoder with a Keras attention layer, compiled."""
+    keras.utils.set_random_seed(3)
+    inputs = keras.Input((4, 8))
+    attention = keras.layers.MultiHeadAttention(2, 4, name="attention")(inputs, inputs)
+    encoder = keras.Model(inputs, attention + inputs, name="encoder")
+    outer = keras.Input((4, 8))
+    classifier = keras.Model(outer, keras.layers.Dense(3, name="logits")(encoder(outer)))
+    classifier.compile(keras.optimizers.SGD(0.0), loss="mse", jit_compile=jit_compile)
+    return encoder, classifier
+
+
+def _compiled_runs(model, x, y):
+    """`predict` outputs, the `evaluate` loss and the loss of a `fit` step (learning rate 0)."""
+    history = model.fit(x, y, batch_size=len(x), epochs=1, verbose=0)
+    return model.predict(x, verbose=0), model.evaluate(x, y, verbose=0), history.history["loss"][0]
+
+
+@pytest.mark.parametrize("jit_compile", [True, "auto"])
+def test_gate_heads_hold_in_predict_fit_and_evaluate_of_the_outer_model_and_not_after(jit_compile):
+    """`predict` and `evaluate` are traced before the block, `fit` first inside it."""
+    on_torch = keras.backend.backend() == "torch"
+    if on_torch and jit_compile is True:
+        pytest.skip("Torch models compile with jit_compile=False.")
+    encoder, classifier = _gated_classifier(jit_compile)
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(2, 4, 8)).astype("float32"), rng.normal(size=(2, 4, 3))
+    ungated = keras.ops.convert_to_numpy(classifier(x))
+    ungated_loss = float(np.mean((ungated - y) ** 2))
+    np.testing.assert_allclose(classifier.predict(x, verbose=0), ungated, atol=1e-5)
+    classifier.evaluate(x, y, verbose=0)
+    head_mask = np.array([0.0, 1.0], "float32")
+    layers = find_attention_layers(encoder)
+    with gate_heads(layers, lambda name, ones: ones * head_mask[:, None]):
+        gated = keras.ops.convert_to_numpy(classifier(x))
+        outputs, loss, fit_loss = _compiled_runs(classifier, x, y)
+    assert not np.allclose(gated, ungated, atol=1e-3)
+    np.testing.assert_allclose(outputs, gated, atol=1e-5)
+    np.testing.assert_allclose([loss, fit_loss], [np.mean((gated - y) ** 2)] * 2, rtol=1e-5)
+    outputs, loss, fit_loss = _compiled_runs(classifier, x, y)
+    np.testing.assert_allclose(outputs, ungated, atol=1e-5)
+    np.testing.assert_allclose([loss, fit_loss], [ungated_loss] * 2, rtol=1e-5)
+    np.testing.assert_allclose(
+        encoder.predict(x, verbose=0), keras.ops.convert_to_numpy(encoder(x))
+    )
+
+
+def test_gate_heads_hold_in_predict_of_a_keras_hub_backbone(keras_hub_backbone):
+    backbone = keras_hub_backbone("bert")
+    inputs = {
+        "token_ids": np.array([[1, 2, 3, 4, 5]]),
+        "segment_ids": np.zeros((1, 5), "int32"),
+        "padding_mask": np.ones((1, 5), "int32"),
+    }
+    backbone.compile(jit_compile=keras.backend.backend() != "torch")
+    ungated = backbone.predict(inputs, verbose=0)["sequence_output"]
+    with gate_heads(find_attention_layers(backbone), lambda name, ones: ones * 0.0):
+        gated = keras.ops.convert_to_numpy(backbone(inputs)["sequence_output"])
+        np.testing.assert_allclose(
+            backbone.predict(inputs, verbose=0)["sequence_output"], gated, atol=1e-5
+        )
+    assert not np.allclose(gated, ungated, atol=1e-3)
+    np.testing.assert_allclose(
+        backbone.predict(inputs, verbose=0)["sequence_output"], ungated, atol=1e-5
+    )
+
+
+def test_record_calls_refuse_a_compiled_predict_and_leave_the_model_as_it_was():
+    encoder, classifier = _gated_classifier(jit_compile=keras.backend.backend() != "torch")
+    x = np.random.default_rng(0).normal(size=(2, 4, 8)).astype("float32")
+    expected = classifier.predict(x, verbose=0)
+    attention = encoder.get_layer("attention")
+    if keras.backend.backend() == "torch":  # the torch trainer calls the model eagerly
+        with record_calls([attention]) as records:
+            classifier.predict(x, verbose=0)
+        assert len(records[attention]) == 1
+    else:
+        with pytest.raises(ValueError, match=r"traced .* Received: traced outputs \{'attention'"):
+            with record_calls([attention]):
+                classifier.predict(x, verbose=0)
+    np.testing.assert_allclose(classifier.predict(x, verbose=0), expected, atol=1e-6)
+    classifier.compile(loss="mse", run_eagerly=True)
+    with record_calls([attention]) as records:
+        classifier.predict(x, verbose=0)
+    [(inputs, outputs)] = records[attention]
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(inputs), x)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(outputs), keras.ops.convert_to_numpy(attention(x, x)), atol=1e-6
+    )
+
+
+def test_blocks_for_direct_calls_leave_compiled_functions_alone():
+    """`compiled_calls=False` saves looking for the models: direct calls are gated all the same."""
+    encoder, classifier = _gated_classifier(jit_compile=keras.backend.backend() != "torch")
+    x = np.random.default_rng(0).normal(size=(2, 4, 8)).astype("float32")
+    classifier.predict(x, verbose=0)
+    function = classifier.predict_function
+    layers = find_attention_layers(encoder)
+    with gate_heads(layers, lambda name, ones: ones * 0.0, compiled_calls=False):
+        gated = keras.ops.convert_to_numpy(classifier(x))
+        assert classifier.predict_function is function
+    assert classifier.predict_function is function
+    assert not np.allclose(gated, keras.ops.convert_to_numpy(classifier(x)), atol=1e-3)
+    with pytest.raises(ValueError, match="Received: compiled_calls='no'"):
+        with intercept_calls(layers.values(), _doubling, compiled_calls="no"):
+            pass
+    assert "call" not in vars(layers["attention"].output_dense)

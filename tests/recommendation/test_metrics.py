@@ -172,3 +172,21 @@ def test_ranking_early_stopping_without_a_finite_epoch_keeps_none():
     model, stopping = _fit_with_divergence({0}, epochs=5)
     assert stopping.non_finite_epochs == [0, 1]  # stopped after `patience` epochs
     assert stopping.best_epoch is None
+
+
+def test_target_ranks_refuse_targets_outside_the_columns():
+    """A target of -1 would index from the end and rank the last item; a float one cannot index."""
+    scores = np.array([[0.0, 0.9, 0.1, 0.5, 0.3]])
+    with pytest.raises(ValueError, match=r"from 0 to 4 of `scores`. Received: min\(targets\)=-1"):
+        target_ranks(scores, [-1])
+    with pytest.raises(ValueError, match=r"Received: max\(targets\)=5"):
+        target_ranks(scores, np.array([5]))
+    with pytest.raises(ValueError, match="integer columns. Received: targets.dtype=float64"):
+        target_ranks(scores, np.array([2.0]))
+    with pytest.raises(ValueError, match=r"shape \(1,\). Received: targets.shape=\(2,\)"):
+        target_ranks(scores, np.array([1, 2]))
+    with pytest.raises(ValueError, match=r"Received: scores.shape=\(5,\)"):
+        target_ranks(scores[0], np.array([1]))
+    with pytest.raises(ValueError, match=r"Received: exclude.shape=\(1, 4\)"):
+        target_ranks(scores, np.array([1]), np.zeros((1, 4), bool))
+    assert target_ranks(scores, [4]).tolist() == [2]  # a list of ints is fine

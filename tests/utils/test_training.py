@@ -117,3 +117,30 @@ def test_step_losses_are_the_running_loss_after_each_step_in_order():
     x = np.ones((6, 2), "float32")
     y = np.array([[1], [1], [3], [3], [0], [0]], "float32")
     np.testing.assert_allclose(step_losses(model, x, y, 2), [1.0, 5.0, 10.0 / 3.0], rtol=1e-6)
+
+
+def _non_learning_model(**compile_options):
+    model = keras.Sequential(
+        [keras.Input((2,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="zeros")]
+    )
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss="mse", **compile_options)
+    return model
+
+
+@pytest.mark.backend_agnostic
+def test_step_losses_give_every_step_of_a_model_compiled_for_several_steps_per_execution():
+    """`fit` reports the loss once per execution: 2 values for 8 steps at 4 steps per execution."""
+    x = np.ones((8, 2), "float32")
+    y = np.array([[1], [3], [0], [2], [1], [3], [0], [2]], "float32")
+    expected = np.cumsum(y[:, 0] ** 2) / np.arange(1, 9)  # the running mean of the batch losses
+    on_torch = keras.backend.backend() == "torch"
+    model = _non_learning_model(steps_per_execution=4, jit_compile=not on_torch)
+    np.testing.assert_allclose(step_losses(model, x, y, 1), expected, rtol=1e-6)
+    assert model.steps_per_execution == 4
+    if on_torch:  # Keras' torch trainer refuses more than one step per execution
+        return
+    reported = []
+    record = keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: reported.append(b))
+    model.fit(x, y, batch_size=1, epochs=1, shuffle=False, callbacks=[record], verbose=0)
+    assert reported == [3, 7]  # the model trains 4 steps per execution again
+    assert int(model.optimizer.iterations) == 16  # all 8 steps of each epoch
