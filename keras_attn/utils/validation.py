@@ -205,10 +205,11 @@ def checked_lookup(lookup, ids, size, name, table):
     """
     _raise_if_outside(ids, size, name, table)
     inside = ops.logical_and(ops.greater_equal(ids, 0), ops.less(ids, size))
+    # An id outside reads the last row, not row 0, so that a `mask_zero` mask
+    # keeps it visible; the rows of its example are replaced below.
+    rows = lookup(ops.where(inside, ids, size - 1))  # (*ids.shape, dim)
     if len(inside.shape) > 1:
         inside = ops.all(inside, axis=tuple(range(1, len(inside.shape))), keepdims=True)
-    # Rows read inside the table; those of the examples outside it are replaced.
-    rows = lookup(ops.clip(ids, 0, size - 1))  # (*ids.shape, dim)
     checked = ops.where(ops.expand_dims(inside, -1), rows, ops.cast(np.nan, rows.dtype))
     set_keras_mask(checked, get_keras_mask(rows))
     return checked

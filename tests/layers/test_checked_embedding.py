@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attn.layers import CheckedEmbedding
+from keras_attn.layers import CheckedEmbedding, MultiHeadSelfAttention
 from keras_attn.testing import LayerChecks
 from keras_attn.testing.arrays import assert_allclose, to_numpy
 
@@ -89,3 +89,18 @@ def test_the_padding_mask_reaches_the_next_layer():
     model = keras.Model(ids, pooled)
     table = to_numpy(layer.embeddings)
     assert_allclose(model(np.array([[2, 0, 5]])), (table[[2]] + table[[5]]) / 2, atol=1e-6)
+
+
+def test_a_negative_id_stays_visible_to_the_padding_mask():
+    """Masked attention zeroes what the mask hides: the NaN must not be hidden."""
+    ids = keras.Input((3,), dtype="int32")
+    x = CheckedEmbedding(6, 4, mask_zero=True)(ids)
+    model = _compiled(keras.Model(ids, MultiHeadSelfAttention(2, 2)(x)), True)
+    batch = np.array([[0, -1, 0], [0, 2, 0]], "int32")  # the first: nothing but -1 to see
+    if keras.backend.backend() == "torch":
+        with pytest.raises(ValueError, match=r"Received: min\(inputs\)=-1"):
+            model.predict(batch, verbose=0)
+        return
+    outputs = model.predict(batch, verbose=0)  # (2, 3, 4)
+    assert np.isnan(outputs[0]).all()
+    assert_allclose(outputs[1:], model(batch[1:]), atol=1e-6)
