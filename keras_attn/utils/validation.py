@@ -188,7 +188,7 @@ def checked_lookup(lookup, ids, size, name, table):
     every row of an example (an index of the first axis) that holds an id
     outside the table is NaN instead, so that every output computed from it
     is NaN, and the other examples are read as usual. An id is never
-    clipped to a row it does not name. The Keras mask that `lookup`
+    answered with a row it does not name. The Keras mask that `lookup`
     attaches to its rows (`mask_zero`) is carried over.
 
     Args:
@@ -204,12 +204,13 @@ def checked_lookup(lookup, ids, size, name, table):
         outside the table.
     """
     _raise_if_outside(ids, size, name, table)
-    inside = ops.logical_and(ops.greater_equal(ids, 0), ops.less(ids, size))
+    inside = ops.logical_and(ops.greater_equal(ids, 0), ops.less(ids, size))  # ids' shape
     # An id outside reads the last row, not row 0, so that a `mask_zero` mask
     # keeps it visible; the rows of its example are replaced below.
     rows = lookup(ops.where(inside, ids, size - 1))  # (*ids.shape, dim)
     if len(inside.shape) > 1:
         inside = ops.all(inside, axis=tuple(range(1, len(inside.shape))), keepdims=True)
+        # (batch, 1, ..., 1): whether each example holds only ids inside
     checked = ops.where(ops.expand_dims(inside, -1), rows, ops.cast(np.nan, rows.dtype))
     set_keras_mask(checked, get_keras_mask(rows))
     return checked
