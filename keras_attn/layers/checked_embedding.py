@@ -3,7 +3,7 @@
 import keras
 
 from keras_attn._typing import Tensor
-from keras_attn.utils.validation import check_ids, check_int
+from keras_attn.utils.validation import check_int, checked_lookup
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -14,9 +14,13 @@ class CheckedEmbedding(keras.layers.ReversibleEmbedding):
     and fails inside a gather on TensorFlow and torch. This layer checks the
     ids first: executed eagerly, an id below 0 or from `input_dim` on raises
     a `ValueError` naming `ids_name` and the id. Traced for compilation
-    (`jit_compile=True`, JAX's `fit`, `evaluate` and `predict`), where a
-    check on the data cannot raise, ids are clipped into the table on every
-    backend; check new data eagerly (`model(x)`) before compiled calls.
+    (`predict`, `fit` and `evaluate` on TensorFlow and JAX,
+    `jit_compile=True`, an exported model), where a check on the data
+    cannot raise, an example (an index of the first axis) that holds such
+    an id gets NaN embeddings at every position, so its outputs, and the
+    loss of a batch that holds it, are NaN; the other examples are
+    embedded as usual. Check new data eagerly (`model(x)`) before compiled
+    calls: under `fit`, a NaN loss makes the weights NaN.
     `reverse=True` scores features against the table, as in
     `ReversibleEmbedding`.
 
@@ -55,10 +59,10 @@ class CheckedEmbedding(keras.layers.ReversibleEmbedding):
         self.ids_name = ids_name
 
     def call(self, inputs: Tensor, reverse: bool = False) -> Tensor:
-        if not reverse:
-            table = f"the embedding '{self.name}'"
-            inputs = check_ids(self.ids_name, inputs, self.input_dim, table)
-        return super().call(inputs, reverse=reverse)
+        if reverse:
+            return super().call(inputs, reverse=True)
+        table = f"the embedding '{self.name}'"
+        return checked_lookup(super().call, inputs, self.input_dim, self.ids_name, table)
 
     def get_config(self):
         config = super().get_config()

@@ -8,6 +8,7 @@ from keras_attn.layers._config import argument_config
 from keras_attn.utils.validation import (
     check_int,
     check_length,
+    checked_lookup,
     feature_spec,
     renamed_arguments,
     renamed_config,
@@ -21,8 +22,9 @@ class PositionEmbedding(keras.layers.Layer):
     Sequences shorter than `max_sequence_length` use the first positions of the table,
     so one model serves several lengths. A longer sequence raises a
     `ValueError`, eagerly and when traced for compilation (its length is
-    static then); only a length left unknown while tracing (a `None` axis of
-    a TensorFlow SavedModel signature) is not checked.
+    static then). A length left unknown while tracing (a `None` axis of an
+    exported model's signature) cannot raise when it is run: a longer
+    sequence gets NaN at every position of every example instead.
 
     Args:
         max_sequence_length: int, the longest sequence the table covers.
@@ -65,12 +67,18 @@ class PositionEmbedding(keras.layers.Layer):
 
     def call(self, inputs: Tensor) -> Tensor:
         check_length("inputs", inputs.shape[1], "max_sequence_length", self.max_sequence_length)
-        length = ops.shape(inputs)[1]
         table = ops.convert_to_tensor(self.embeddings)
         # A gather, not a slice: with a symbolic length (JAX export) a slice
         # would have to prove `length <= max_sequence_length`, which it cannot.
-        positions = ops.take(table, ops.arange(0, length), axis=0)  # (length, dim)
-        return inputs + ops.cast(positions, inputs.dtype)[None]  # (batch, length, dim)
+        positions = ops.expand_dims(ops.arange(0, ops.shape(inputs)[1]), 0)  # (1, length)
+        rows = checked_lookup(
+            lambda ids: ops.take(table, ids, axis=0),
+            positions,
+            self.max_sequence_length,
+            "positions",
+            f"the position embedding '{self.name}'",
+        )  # (1, length, dim)
+        return inputs + ops.cast(rows, inputs.dtype)  # (batch, length, dim)
 
     def compute_output_shape(self, input_shape):
         return input_shape

@@ -175,37 +175,62 @@ def check_length(name, length, limit_name, limit):
         )
 
 
-def check_ids(name, ids, size, table):
-    """`ids` checked against a table of `size` rows, then clipped into it.
+def checked_lookup(lookup, ids, size, name, table):
+    """`lookup(ids)`, the rows of a table of `size` rows, for ids checked against it.
 
     Executed eagerly, ids outside `[0, size)` raise a `ValueError`. Traced
-    for compilation (`jit_compile`, `jax.jit`, a `tf.function`), the ids are
-    not known yet and cannot raise: they are clipped into the table (an id
-    below 0 reads row 0, one past the end reads the last row), as an XLA
-    gather does, so that every backend reads the same rows and none returns
-    NaN.
+    for compilation (`jit_compile`, `jax.jit`, a `tf.function`, an export),
+    the ids are not known yet and no check can raise (XLA drops asserts):
+    every row of an example (an index of the first axis) that holds an id
+    outside the table is NaN instead, so that every output computed from it
+    is NaN, and the other examples are read as usual. An id is never
+    answered with a row it does not name. The Keras mask that `lookup`
+    attaches to its rows (`mask_zero`) is carried over.
 
     Args:
-        name: the ids' name, used in the message.
-        ids: int tensor of any shape.
+        lookup: function from int ids of `ids`' shape, all inside the
+            table, to their rows `(*ids.shape, dim)`.
+        ids: int tensor `(batch, ...)`.
         size: int, number of rows of the table.
+        name: the ids' name, used in the message.
         table: the table's description, used in the message.
 
     Returns:
-        `ids` clipped to `[0, size - 1]`.
+        `(*ids.shape, dim)` rows, NaN for the examples that hold an id
+        outside the table.
     """
-    import keras
+    from keras import ops
 
-    if 0 not in tuple(ids.shape):
-        bounds = concrete(keras.ops.stack([keras.ops.min(ids), keras.ops.max(ids)]))
-        low, high = (0, 0) if bounds is None else bounds
-        if low < 0 or high >= size:
-            label, value = ("min", low) if low < 0 else ("max", high)
-            raise ValueError(
-                f"`{name}` must hold ids from 0 to {size - 1}, the rows of {table}. "
-                f"Received: {label}({name})={value}"
-            )
-    return keras.ops.clip(ids, 0, size - 1)
+    # Keras has no public way to carry a Keras mask over to a new tensor
+    # (KerasHub's `TokenAndPositionEmbedding` imports these too).
+    from keras.src.backend import get_keras_mask, set_keras_mask
+
+    _raise_if_outside(ids, size, name, table)
+    inside = ops.logical_and(ops.greater_equal(ids, 0), ops.less(ids, size))  # ids' shape
+    # An id outside reads the last row, not row 0, so that a `mask_zero` mask
+    # keeps it visible; the rows of its example are replaced below.
+    rows = lookup(ops.where(inside, ids, size - 1))  # (*ids.shape, dim)
+    if len(inside.shape) > 1:
+        inside = ops.all(inside, axis=tuple(range(1, len(inside.shape))), keepdims=True)
+        # (batch, 1, ..., 1): whether each example holds only ids inside
+    checked = ops.where(ops.expand_dims(inside, -1), rows, ops.cast(np.nan, rows.dtype))
+    set_keras_mask(checked, get_keras_mask(rows))
+    return checked
+
+
+def _raise_if_outside(ids, size, name, table):
+    from keras import ops
+
+    if 0 in tuple(ids.shape):
+        return
+    bounds = concrete(ops.stack([ops.min(ids), ops.max(ids)]))
+    low, high = (0, 0) if bounds is None else bounds
+    if low < 0 or high >= size:
+        label, value = ("min", low) if low < 0 else ("max", high)
+        raise ValueError(
+            f"`{name}` must hold ids from 0 to {size - 1}, the rows of {table}. "
+            f"Received: {label}({name})={value}"
+        )
 
 
 def concrete(tensor):

@@ -365,7 +365,10 @@ UPSTREAM_LIMITS = {
         JAX2ONNX_DYNAMIC_LENGTH,
         "onnx",
         "jax",
-        r"AttributeError: .*_DynamicDimSentinel",
+        # In `build_decoder_language_model` the sentinel that jax2onnx gives the
+        # length of `ops.arange` does not broadcast against the input's length.
+        r"AttributeError: .*_DynamicDimSentinel"
+        r"|incompatible shapes for broadcasting: .*JAX2ONNX_DYNAMIC_DIM_SENTINEL",
         "jax2onnx cannot index with the model's unknown sequence length inside these models "
         "('_DynamicDimSentinel' has no 'rmax'); export ONNX from TensorFlow or torch.",
     ),

@@ -46,3 +46,18 @@ def test_too_long_input_of_a_built_layer_is_rejected_eager_and_compiled():
         model(too_long)
     with pytest.raises(ValueError, match=TOO_LONG):
         model.predict_on_batch(too_long)
+
+
+def test_a_served_model_gives_nan_for_a_length_past_the_table(tmp_path):
+    """An export leaves the length unknown: a longer sequence cannot raise when served."""
+    if keras.backend.backend() == "torch":
+        pytest.skip("SavedModel export runs on the TensorFlow and JAX backends.")
+    import tensorflow as tf
+
+    inputs = keras.Input((None, 8))
+    model = keras.Model(inputs, PositionEmbedding(max_sequence_length=6)(inputs))
+    model.export(str(tmp_path / "model"), format="tf_saved_model", verbose=False)
+    served = tf.saved_model.load(str(tmp_path / "model"))
+    x = np.random.default_rng(0).normal(size=(2, 6, 8)).astype("float32")
+    assert_allclose(served.serve(x), model(x), atol=1e-6)
+    assert np.isnan(served.serve(np.ones((2, 10, 8), "float32")).numpy()).all()
