@@ -239,12 +239,11 @@ class BSARecBlock(keras.layers.Layer):
                 attended = self.attention.attend_last_positions(
                     inputs, last, mask=mask, training=training
                 )  # (batch, last, dim)
-            attended = self.dropout_layer(attended, training=training)
-            attended = self.attention_norm(attended + residual)
+            dropped = self.dropout_layer(attended, training=training)
+            attended = self.attention_norm(dropped + residual)
             mixed = mixed + (1.0 - self.alpha) * attended
         hidden = self.output_dense(self.intermediate_dense(mixed))
-        hidden = self.dropout_layer(hidden, training=training)
-        return self.output_norm(hidden + mixed)
+        return self.output_norm(self.dropout_layer(hidden, training=training) + mixed)
 
     def compute_mask(self, inputs, mask=None):
         if mask is None or self.last_positions is None:
