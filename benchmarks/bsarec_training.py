@@ -20,13 +20,18 @@ compiles:
   computes the scored position only (`last_position_only=True`, the
   default);
 
-each with and without XLA (`jit_compile`). Prints sequences per second and,
-per model, the best of each way against the best of the former way. Then
-checks that the last-position model trains as the full one: the running
-loss of the first `--trajectory-steps` steps (one step per call, the same
-seeds), per model and XLA choice, as the largest absolute difference.
+each with and without XLA (`jit_compile`). Every model, way and XLA choice
+is timed once per round, in `--rounds` interleaved rounds (each round times
+them all, so that a slower spell of the machine hits every row), and each
+row reports the median over the rounds. Prints sequences per second and,
+per model, the best median of each way against the best median of the
+former way. Then checks that the last-position model trains as the full
+one without dropout (with dropout its last block draws masks for the scored
+position only, so the losses differ step by step): the running loss of the
+first `--trajectory-steps` steps (one step per call, the same seeds), per
+model and XLA choice, as the largest absolute difference.
 
-    python benchmarks/bsarec_training.py [--steps 153] [--out results/benchmarks]
+    python benchmarks/bsarec_training.py [--steps 153] [--rounds 5] [--out results/benchmarks]
 
 Writes `bsarec_training.json` (a `meta` block, the load at the start and the
 rows) to `--out`.
@@ -59,6 +64,8 @@ from keras_attn.utils.training import (  # noqa: E402
 )
 
 NUM_ITEMS = 1682
+# The models' options of the loss comparison: the trainings are equal step by step.
+DROPOUT_OFF = {"dropout": 0.0, "attention_dropout": 0.0}
 
 
 class EpochTimer(keras.callbacks.Callback):
@@ -135,19 +142,58 @@ def first_losses(model, split, batch_size, jit_compile, steps):
 
 
 def trajectory_gaps(builders, split, batch_size, steps):
-    """Per model and XLA choice: the largest loss difference, last position against full."""
+    """Per model and XLA choice: the largest loss difference, last position against full.
+
+    The models train without dropout, so the two trainings are equal step by step.
+    """
     gaps = []
     for name, builder in builders.items():
         for jit_compile in (False, True):
             losses = []
             for last_position_only in (False, True):
                 keras.utils.set_random_seed(0)
-                model = builder(last_position_only)
+                model = builder(last_position_only, **DROPOUT_OFF)
                 losses.append(first_losses(model, split, batch_size, jit_compile, steps))
             gap = float(np.abs(losses[0] - losses[1]).max())
             gaps.append({"model": name, "jit_compile": jit_compile, "max_loss_difference": gap})
             print(f"{name} jit_compile={jit_compile}: first {steps} losses differ by {gap:.1e}")
     return gaps
+
+
+def timed_rows(builders, ways, split, rounds):
+    """Sequences/s of every model, way and XLA choice over `rounds` interleaved rounds.
+
+    Each round times every model, way and XLA choice once; a row gives the median
+    over the rounds and the speed of each round.
+    """
+    speeds = {
+        (name, way, jit_compile): []
+        for name in builders
+        for way in ways
+        for jit_compile in (False, True)
+    }
+    for round_index in range(rounds):
+        for name, way, jit_compile in speeds:
+            train, last_position_only = ways[way]
+            keras.utils.set_random_seed(0)
+            seconds = train(builders[name](last_position_only), jit_compile=jit_compile)
+            speed = len(split.train_targets) / seconds
+            speeds[name, way, jit_compile].append(speed)
+            print(
+                f"round {round_index + 1}/{rounds} {name} {way} jit_compile={jit_compile}: "
+                f"{speed:.0f} sequences/s",
+                flush=True,
+            )
+    return [
+        {
+            "model": name,
+            "way": way,
+            "jit_compile": jit_compile,
+            "sequences_per_s": float(np.median(values)),
+            "sequences_per_s_per_round": values,
+        }
+        for (name, way, jit_compile), values in speeds.items()
+    ]
 
 
 def best_over_former(rows, name, ways):
@@ -171,6 +217,9 @@ def main(argv=None):
     parser.add_argument("--max-sequence-length", type=int, default=50)
     parser.add_argument("--steps-per-execution", type=int, default=16)
     parser.add_argument(
+        "--rounds", type=int, default=5, help="Interleaved rounds; rows give the median."
+    )
+    parser.add_argument(
         "--trajectory-steps", type=int, default=30, help="Steps of the loss comparison."
     )
     parser.add_argument("--out", default="results/benchmarks", help="Folder for the JSON.")
@@ -181,11 +230,11 @@ def main(argv=None):
         args.steps, args.batch_size, args.max_sequence_length, np.random.default_rng(0)
     )
     builders = {
-        "SASRec": lambda last: build_sasrec(
-            NUM_ITEMS, args.max_sequence_length, seed=0, last_position_only=last
+        "SASRec": lambda last, **options: build_sasrec(
+            NUM_ITEMS, args.max_sequence_length, seed=0, last_position_only=last, **options
         ),
-        "BSARec": lambda last: build_bsarec(
-            NUM_ITEMS, args.max_sequence_length, seed=0, last_position_only=last
+        "BSARec": lambda last, **options: build_bsarec(
+            NUM_ITEMS, args.max_sequence_length, seed=0, last_position_only=last, **options
         ),
     }
     recommender = functools.partial(
@@ -197,16 +246,7 @@ def main(argv=None):
         "fit_recommender": (recommender, False),
         "last position": (recommender, True),
     }
-    rows = []
-    for name, builder in builders.items():
-        for way, (train, last_position_only) in ways.items():
-            for jit_compile in (False, True):
-                keras.utils.set_random_seed(0)
-                seconds = train(builder(last_position_only), jit_compile=jit_compile)
-                speed = len(split.train_targets) / seconds
-                row = {"model": name, "way": way, "jit_compile": jit_compile}
-                rows.append({**row, "sequences_per_s": speed})
-                print(f"{name} {way} jit_compile={jit_compile}: {speed:.0f} sequences/s")
+    rows = timed_rows(builders, ways, split, args.rounds)
     speedups = {name: best_over_former(rows, name, ways) for name in builders}
     gaps = trajectory_gaps(builders, split, args.batch_size, args.trajectory_steps)
     config = {
@@ -214,7 +254,9 @@ def main(argv=None):
         "batch_size": args.batch_size,
         "max_sequence_length": args.max_sequence_length,
         "steps_per_execution": args.steps_per_execution,
+        "rounds": args.rounds,
         "trajectory_steps": args.trajectory_steps,
+        "trajectory_options": DROPOUT_OFF,
         "train_samples": len(split.train_targets),
         "valid_queries": len(split.valid_targets),
     }

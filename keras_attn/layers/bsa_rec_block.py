@@ -10,11 +10,9 @@ is exactly the SASRec block of the same official code.
 from collections.abc import Callable
 
 import keras
-from keras import ops
 
 from keras_attn._typing import Initializer, Tensor
 from keras_attn.layers._config import argument_config
-from keras_attn.layers._dropout import dropout_of_last_positions
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.fourier_filter import FourierFilter
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
@@ -92,9 +90,10 @@ class BSARecBlock(keras.layers.Layer):
             computes only the outputs at the last `n` positions (every
             position is still read): the final block of a model that scores
             the most recent position, such as `build_bsarec`, with a small
-            part of the cost. Its outputs, and its dropout (drawn for the
-            whole sequence, the last positions kept), are those of the full
-            block at those positions.
+            part of the cost. Its outputs are those of the full block at
+            those positions without dropout; active dropout draws its masks
+            for the computed positions only, so with it they have the same
+            distribution as the full block's.
         **kwargs: base layer arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -240,17 +239,11 @@ class BSARecBlock(keras.layers.Layer):
                 attended = self.attention.attend_last_positions(
                     inputs, last, mask=mask, training=training
                 )  # (batch, last, dim)
-            attended = self.attention_norm(self._dropout(attended, inputs, training) + residual)
+            dropped = self.dropout_layer(attended, training=training)
+            attended = self.attention_norm(dropped + residual)
             mixed = mixed + (1.0 - self.alpha) * attended
         hidden = self.output_dense(self.intermediate_dense(mixed))
-        return self.output_norm(self._dropout(hidden, inputs, training) + mixed)
-
-    def _dropout(self, outputs, inputs, training):
-        """The block's dropout of `outputs`, with the mask of the whole sequence of `inputs`."""
-        if self.last_positions is None:
-            return self.dropout_layer(outputs, training=training)
-        length = ops.shape(inputs)[1]
-        return dropout_of_last_positions(self.dropout_layer, outputs, length, 1, training)
+        return self.output_norm(self.dropout_layer(hidden, training=training) + mixed)
 
     def compute_mask(self, inputs, mask=None):
         if mask is None or self.last_positions is None:

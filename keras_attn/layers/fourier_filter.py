@@ -7,7 +7,6 @@ weight rescales the high frequencies before a residual connection and
 LayerNorm.
 """
 
-import functools
 import math
 
 import keras
@@ -16,7 +15,6 @@ from keras import ops
 
 from keras_attn._typing import Initializer, Tensor
 from keras_attn.layers._config import argument_config
-from keras_attn.layers._dropout import dropout_of_last_positions
 from keras_attn.utils.validation import (
     check_int,
     check_last_positions,
@@ -196,7 +194,7 @@ class FourierFilter(keras.layers.Layer):
         check_shape("mask", mask, (inputs.shape[0], inputs.shape[1]))
         if static_size(inputs.shape[1]) == 0:
             return self.layer_norm(inputs)
-        return self._filtered(inputs, self.low_pass(inputs), self.dropout_layer, training)
+        return self._filtered(inputs, self.low_pass(inputs), training)
 
     def filter_last_positions(
         self, inputs: Tensor, count: int = 1, training: bool | None = None
@@ -206,9 +204,10 @@ class FourierFilter(keras.layers.Layer):
         What `call(inputs, training=training)[:, -count:]` returns (the low
         part still mixes every position), from the last `count` rows of the
         low-pass matrix: the norm and the rest run at those positions only.
-        Active dropout draws its mask for the whole sequence and keeps the
-        last positions, so the random stream is that of the full call. A
-        hook for a model's final block that scores its last position only.
+        Active dropout draws its mask for those positions only: the outputs
+        equal the full call's without dropout, and have the same
+        distribution with it. A hook for a model's final block that scores
+        its last position only.
 
         Args:
             inputs: `(batch, length, dim)`.
@@ -233,15 +232,14 @@ class FourierFilter(keras.layers.Layer):
         inputs = ops.convert_to_tensor(inputs, self.compute_dtype)
         rows = ops.convert_to_tensor(self._low_pass_matrix(length)[-count:], "float32")
         low = ops.matmul(rows, ops.cast(inputs, "float32"))  # (batch, count, dim)
-        dropout = functools.partial(dropout_of_last_positions, self.dropout_layer, length=length)
         last = inputs[:, -count:]  # (batch, count, dim)
-        return self._filtered(last, ops.cast(low, inputs.dtype), dropout, training)
+        return self._filtered(last, ops.cast(low, inputs.dtype), training)
 
-    def _filtered(self, inputs, low, dropout, training):
+    def _filtered(self, inputs, low, training):
         """`LayerNorm(dropout(low + beta * (inputs - low)) + inputs)`."""
         beta = ops.cast(ops.square(self.sqrt_beta), inputs.dtype)  # (dim,)
         filtered = low + beta * (inputs - low)
-        return self.layer_norm(dropout(filtered, training=training) + inputs)
+        return self.layer_norm(self.dropout_layer(filtered, training=training) + inputs)
 
     def compute_mask(self, inputs, mask=None):
         return mask

@@ -18,7 +18,6 @@ from keras import ops
 
 from keras_attn._typing import Initializer, Shape, Tensor
 from keras_attn.layers._config import argument_config
-from keras_attn.layers._dropout import dropout_of_last_positions
 from keras_attn.layers.attention_pattern import AttentionPattern
 from keras_attn.utils.initializers import clone_initializer
 from keras_attn.utils.validation import (
@@ -470,11 +469,11 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         logits are `(count, length)` per head instead of `(length, length)`,
         and the layer that reads them (a next-item or next-token head that
         scores the last position) need not compute the others either. Every
-        position is still a key. Active dropout draws its mask for the whole
-        `(length, length)` weights and keeps the last rows, so the random
-        stream and the kept weights are those of the full call: a model
-        built on it trains as the full one does. Dense patterns only; the
-        `qk_scale`, log-length scale and `additive_mask` apply as in `call`.
+        position is still a key. Active dropout draws its mask for the
+        `(count, length)` weights it computes only, at the layer's rate: the
+        outputs equal the full call's without dropout, and have the same
+        distribution with it. Dense patterns only; the `qk_scale`,
+        log-length scale and `additive_mask` apply as in `call`.
 
         Args:
             inputs: `(batch, length, dim)`.
@@ -881,9 +880,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         else:
             weights = ops.softmax(logits + ops.where(allowed, 0.0, self.additive_mask), axis=-1)
         weights = ops.cast(weights, self.compute_dtype)
-        if length is None:
-            return self._dropout_layer(weights, training=training)
-        return dropout_of_last_positions(self._dropout_layer, weights, length, 2, training)
+        return self._dropout_layer(weights, training=training)
 
     def _log_length(self, length, mask):
         """`log n` per example, `(batch, 1, 1, 1)`, n = unmasked positions."""

@@ -77,6 +77,11 @@ AUTO_JIT = {"SASRec": False, "BSARec": False}
 STATE_FOLDER = "bsarec-state"
 # What the summary, the plot and the search read of a finished run, besides its spec.
 RESULT_KEYS = ("test", "best_epoch", "epochs_run", "valid_ndcg20", "best_valid_ndcg20", "seconds")
+# The version of the models' training, recorded in a state folder's protocol so that
+# runs of another version are never read back as this code's. 2: the last block
+# draws its dropout masks for the scored position only. 1 (folders without the
+# key): for every position, the last kept.
+TRAINING_PATH = 2
 # Training steps per call into the compiled step: the same steps, less time between
 # them (benchmarks/bsarec_training.py); torch runs one step per call.
 STEPS_PER_EXECUTION = 16
@@ -211,6 +216,7 @@ def protocol(args, setting):
         "learning_rate": args.learning_rate,
         "batch_size": args.batch_size,
         "jit_compile": {name: jit_for(args, name) for name in AUTO_JIT},
+        "training_path": TRAINING_PATH,
     }
 
 
@@ -219,6 +225,13 @@ def check_state_folder(state, config):
     path = state / "protocol.json"
     if path.is_file():
         saved = _read_protocol(path)
+        if saved.get("training_path", 1) != config["training_path"]:
+            raise ValueError(
+                f"The state folder {state} holds runs of another version of the training, "
+                "whose results differ from this code's; pass a new --state folder (or empty "
+                "this one) to train the protocol again. Received: training_path="
+                f"{config['training_path']!r}, the folder's {saved.get('training_path', 1)!r}"
+            )
         if saved != json.loads(json.dumps(config)):
             changed = sorted(key for key in config if saved.get(key) != config[key])
             raise ValueError(

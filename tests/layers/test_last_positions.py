@@ -1,4 +1,10 @@
-"""Outputs at the last positions only: the core's hook, the BSARec block and the model."""
+"""Outputs at the last positions only: the core's hook, the BSARec block and the model.
+
+Without dropout they are the full call's outputs at those positions, and a
+model trains as the full one, loss for loss. Active dropout draws masks for
+the computed positions only: the outputs then have the full call's
+distribution, and trainings the full model's distribution over seeds.
+"""
 
 import keras
 import numpy as np
@@ -12,7 +18,8 @@ from keras_attn.layers import (
     LogSparsePattern,
     MultiHeadSelfAttention,
 )
-from keras_attn.models import build_bsarec
+from keras_attn.models import build_bsarec, build_sasrec
+from keras_attn.recommendation import fit_recommender, leave_one_out_split
 from keras_attn.recommendation.training import compile_recommender
 from keras_attn.testing.arrays import assert_allclose, to_numpy
 from keras_attn.utils.training import step_losses
@@ -21,15 +28,18 @@ pytestmark = pytest.mark.backend_agnostic
 
 # A left-padded example (the first query sees no key), a full one, a short one.
 MASK = np.array([[0, 0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 1, 1]], bool)
+# (training, dropout rate) with no dropout applied: the outputs are equal.
+DROPOUT_OFF = [(False, 0.4), (True, 0.0)]
+DROPOUT_OFF_IDS = ["inference", "training-without-dropout"]
 
 
 def _inputs(shape=(3, 7, 8)):
     return np.random.default_rng(0).normal(size=shape).astype("float32")
 
 
-def _twins(make):
-    """Two built layers with the same weights and the same dropout seed."""
-    first, second = make(), make()
+def _twins(make, make_second=None):
+    """`make()` and `(make_second or make)()`, built, with the same weights."""
+    first, second = make(), (make_second or make)()
     first.build((3, 7, 8))
     second.build((3, 7, 8))
     second.set_weights(first.get_weights())
@@ -45,10 +55,10 @@ def _twins(make):
     ],
 )
 @pytest.mark.parametrize("count", [1, 3])
-@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("training, dropout", DROPOUT_OFF, ids=DROPOUT_OFF_IDS)
 @pytest.mark.parametrize("mask", [MASK, None], ids=["padded", "unpadded"])
-def test_core_last_positions_are_the_calls_last_positions(options, count, training, mask):
-    full, last = _twins(lambda: MultiHeadSelfAttention(2, 4, dropout=0.4, seed=5, **options))
+def test_core_last_positions_are_the_calls_last_positions(options, count, training, dropout, mask):
+    full, last = _twins(lambda: MultiHeadSelfAttention(2, 4, dropout=dropout, seed=5, **options))
     x = _inputs()
     expected = to_numpy(full(x, mask=mask, training=training))[:, -count:]
     got = to_numpy(last.attend_last_positions(x, count, mask=mask, training=training))
@@ -56,11 +66,11 @@ def test_core_last_positions_are_the_calls_last_positions(options, count, traini
     assert_allclose(got, expected, atol=1e-5)
 
 
-@pytest.mark.parametrize("training", [False, True])
-def test_a_projection_that_mixes_positions_sees_the_whole_sequence(training):
+@pytest.mark.parametrize("training, dropout", DROPOUT_OFF, ids=DROPOUT_OFF_IDS)
+def test_a_projection_that_mixes_positions_sees_the_whole_sequence(training, dropout):
     # The queries of a causal convolution read the positions before the last ones.
     full, last = _twins(
-        lambda: ConvolutionalSelfAttention(2, 4, kernel_size=3, dropout=0.4, seed=5)
+        lambda: ConvolutionalSelfAttention(2, 4, kernel_size=3, dropout=dropout, seed=5)
     )
     x = _inputs()
     expected = to_numpy(full(x, mask=MASK, training=training))[:, -2:]
@@ -69,9 +79,9 @@ def test_a_projection_that_mixes_positions_sees_the_whole_sequence(training):
 
 
 @pytest.mark.parametrize("count", [1, 3])
-@pytest.mark.parametrize("training", [False, True])
-def test_filter_last_positions_are_the_filters(count, training):
-    full, last = _twins(lambda: FourierFilter(cutoff=5, dropout=0.4, seed=4))
+@pytest.mark.parametrize("training, dropout", DROPOUT_OFF, ids=DROPOUT_OFF_IDS)
+def test_filter_last_positions_are_the_filters(count, training, dropout):
+    full, last = _twins(lambda: FourierFilter(cutoff=5, dropout=dropout, seed=4))
     x = _inputs()
     expected = to_numpy(full(x, training=training))[:, -count:]
     got = to_numpy(last.filter_last_positions(x, count, training=training))
@@ -112,25 +122,73 @@ def test_core_refuses_a_sparse_pattern():
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
-@pytest.mark.parametrize("training", [False, True])
-def test_block_last_positions_are_the_full_blocks(alpha, training):
+@pytest.mark.parametrize("training, dropout", DROPOUT_OFF, ids=DROPOUT_OFF_IDS)
+def test_block_last_positions_are_the_full_blocks(alpha, training, dropout):
     def block(last_positions):
         return BSARecBlock(
             2,
             alpha=alpha,
-            dropout=0.3,
-            attention_dropout=0.3,
+            dropout=dropout,
+            attention_dropout=dropout,
             seed=2,
             last_positions=last_positions,
         )
 
-    full, last = block(None), block(2)
-    full.build((3, 7, 8))
-    last.build((3, 7, 8))
-    last.set_weights(full.get_weights())
+    full, last = _twins(lambda: block(None), lambda: block(2))
     x = _inputs()
     expected = to_numpy(full(x, mask=MASK, training=training))[:, -2:]
     assert_allclose(to_numpy(last(x, mask=MASK, training=training)), expected, atol=1e-5)
+
+
+def _block(last_positions=None):
+    return BSARecBlock(
+        2, alpha=0.6, dropout=0.3, attention_dropout=0.3, seed=2, last_positions=last_positions
+    )
+
+
+# Active dropout (rate 0.3): per case, the twin layers (the full one first) and
+# their outputs at the last two positions on `(inputs, mask)`, training on.
+DROPOUT_CASES = {
+    "attention": (
+        lambda: MultiHeadSelfAttention(2, 4, attention_pattern="causal", dropout=0.3, seed=5),
+        None,
+        lambda layer, x, mask: layer(x, mask=mask, training=True)[:, -2:],
+        lambda layer, x, mask: layer.attend_last_positions(x, 2, mask=mask, training=True),
+    ),
+    "filter": (
+        lambda: FourierFilter(cutoff=5, dropout=0.3, seed=4),
+        None,
+        lambda layer, x, mask: layer(x, training=True)[:, -2:],
+        lambda layer, x, mask: layer.filter_last_positions(x, 2, training=True),
+    ),
+    "block": (
+        _block,
+        lambda: _block(last_positions=2),
+        lambda layer, x, mask: layer(x, mask=mask, training=True)[:, -2:],
+        lambda layer, x, mask: layer(x, mask=mask, training=True),
+    ),
+}
+DRAWS = 512
+
+
+@pytest.mark.parametrize("case", DROPOUT_CASES)
+def test_last_positions_dropout_has_the_full_calls_distribution(case):
+    make, make_last, full_call, last_call = DROPOUT_CASES[case]
+    full, last = _twins(make, make_last)
+    # DRAWS copies of the inputs in one batch: one dropout mask per copy.
+    x, mask = np.tile(_inputs(), (DRAWS, 1, 1)), np.tile(MASK, (DRAWS, 1))
+    draws = [
+        to_numpy(call(layer, x, mask)).reshape(DRAWS, 3, 2, 8)
+        for call, layer in ((full_call, full), (last_call, last))
+    ]
+    (full_mean, last_mean), (full_std, last_std) = (
+        [statistic(d, axis=0) for d in draws] for statistic in (np.mean, np.std)
+    )
+    assert full_std.min() > 0.01  # dropout is active in both
+    # The same spread (a doubled rate gives a far larger one) and the same means.
+    assert 0.9 < last_std.mean() / full_std.mean() < 1.1
+    standard_error = np.sqrt((full_std**2 + last_std**2) / DRAWS)
+    assert (np.abs(last_mean - full_mean) < 5 * standard_error).all()
 
 
 def test_block_last_positions_pass_their_mask_and_shape_on():
@@ -163,10 +221,16 @@ def _losses(model, steps=30, jit_compile=False):
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
-def test_model_trains_as_the_model_that_computes_every_position(alpha):
+def test_model_without_dropout_trains_as_the_model_that_computes_every_position(alpha):
     model, full = (
         build_bsarec(
-            30, max_sequence_length=9, hidden_dim=16, alpha=alpha, seed=3, last_position_only=last
+            30,
+            max_sequence_length=9,
+            hidden_dim=16,
+            alpha=alpha,
+            dropout=0.0,
+            attention_dropout=0.0,
+            last_position_only=last,
         )
         for last in (True, False)
     )
@@ -175,3 +239,56 @@ def test_model_trains_as_the_model_that_computes_every_position(alpha):
     assert_allclose(
         _losses(model, jit_compile=jit_compile), _losses(full, jit_compile=jit_compile), atol=1e-5
     )
+
+
+NUM_ITEMS = 30
+SEEDS = 5
+
+
+def _stepping_split():
+    """Histories that step through the items by 1, 2 or 3: learnt within a few epochs."""
+    rng = np.random.default_rng(0)
+    starts, steps = rng.integers(0, NUM_ITEMS, 60), rng.integers(1, 4, 60)
+    sequences = (starts[:, None] + steps[:, None] * np.arange(12)) % NUM_ITEMS + 1
+    return leave_one_out_split(sequences, max_sequence_length=10)
+
+
+def _trainings(last_position_only, split):
+    """Per dropout seed: the mean loss of the 4th epoch, and the validation NDCG@10 after it."""
+    outcomes = []
+    for seed in range(SEEDS):
+        keras.utils.set_random_seed(0)  # the same initial weights for every seed
+        model = build_sasrec(
+            NUM_ITEMS,
+            max_sequence_length=10,
+            hidden_dim=16,
+            num_layers=1,  # the model's only block is the last one
+            dropout=0.4,
+            attention_dropout=0.4,
+            seed=seed,
+            last_position_only=last_position_only,
+        )
+        fitted = fit_recommender(
+            model,
+            split,
+            num_items=NUM_ITEMS,
+            epochs=4,
+            patience=4,
+            learning_rate=1e-2,
+            batch_size=32,  # 19 steps per epoch
+            jit_compile=keras.backend.backend() == "jax",
+        )
+        outcomes.append((fitted["train_loss"][-1], fitted["valid"][-1]["NDCG@10"]))
+    return np.array(outcomes)  # (SEEDS, 2)
+
+
+def test_model_with_dropout_trains_as_the_model_that_computes_every_position_over_seeds():
+    # Only the dropout masks differ from seed to seed (the weights start and the
+    # samples come in the same order): the last block's masks, drawn for its last
+    # position only, give the trainings of the full block's masks over seeds.
+    split = _stepping_split()
+    last, full = (_trainings(last_position_only, split) for last_position_only in (True, False))
+    spread = np.sqrt((last.std(axis=0, ddof=1) ** 2 + full.std(axis=0, ddof=1) ** 2) / 2)
+    # Loss and NDCG@10 agree within twice their seed spread; with the last block's
+    # rates doubled, the loss mean moves by about seven times its spread.
+    assert (np.abs(last.mean(axis=0) - full.mean(axis=0)) < 2 * spread).all()

@@ -73,6 +73,22 @@ def test_a_state_folder_of_another_protocol_is_refused(tmp_path):
         bsarec.check_state_folder(tmp_path, other)
 
 
+def test_a_state_folder_of_another_training_version_is_refused(tmp_path):
+    args = _args("--state", str(tmp_path))
+    args.out, args.full = str(tmp_path / "out"), False
+    config = bsarec.protocol(args, bsarec.SETTINGS["fast"])
+    assert config["training_path"] == bsarec.TRAINING_PATH == 2
+    # A folder made before the version was recorded, with a finished run: the
+    # same command refuses it before any run is read back or trained.
+    before = {key: value for key, value in config.items() if key != "training_path"}
+    (tmp_path / "protocol.json").write_text(json.dumps(before))
+    finished = tmp_path / "test-SASRec-BCE-seed0.json"
+    finished.write_text("{}")
+    with pytest.raises(ValueError, match=r"another version.*training_path=2, the folder's 1"):
+        bsarec.run(args)
+    assert not (tmp_path / "out").exists() and finished.read_text() == "{}"
+
+
 @pytest.mark.backend_agnostic
 def test_a_run_trains_and_records_its_devices_on_every_backend(tmp_path):
     config = {
