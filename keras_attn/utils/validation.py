@@ -305,11 +305,15 @@ def _asserted(equal, name, tensor, sizes, shape):
         return tensor
     import tensorflow as tf
 
-    message = tf.strings.format(
-        f"`{name}` must have shape {{}}. Received: {name}.shape={{}}",
-        (keras.ops.stack(shape), sizes),
-    )
-    with tf.control_dependencies([tf.debugging.Assert(equal, [message])]):
+    # Plain strings and tensors: XLA has no string kernels (`tf.strings.format`
+    # fails to compile), and drops the assertion with its constant inputs.
+    message = [
+        f"`{name}` must have shape",
+        keras.ops.stack(shape),
+        f"Received: {name}.shape=",
+        sizes,
+    ]
+    with tf.control_dependencies([tf.debugging.Assert(equal, message)]):
         return tf.identity(tensor)
 
 
