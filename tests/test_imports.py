@@ -27,6 +27,24 @@ def test_layers_import_no_backend():
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
+KERNELS = LAYERS.parent / "kernels"
+# The one module of each backend's native kernels, which alone imports it.
+NATIVE_MODULES = {"_torch.py": "torch", "_jax.py": "jax", "_tensorflow.py": "tensorflow"}
+
+
+def test_kernels_import_each_backend_in_its_own_module_only():
+    files = sorted(KERNELS.rglob("*.py"))
+    assert {path.name for path in files} >= set(NATIVE_MODULES)
+    imported = {path.name: FORBIDDEN & set(_imported_roots(path)) for path in files}
+    allowed = {
+        name: {NATIVE_MODULES[name]} if name in NATIVE_MODULES else set() for name in imported
+    }
+    assert {
+        name: roots - allowed[name] for name, roots in imported.items() if roots - allowed[name]
+    } == {}
+    assert imported["_torch.py"] == {"torch"} and imported["_jax.py"] == {"jax"}
+
+
 PACKAGE = LAYERS.parent
 # Kept for one release; it imports upward to re-export `keras_attn.models.macs`.
 DEPRECATED_ALIASES = {"utils/macs.py"}
@@ -62,6 +80,17 @@ def test_utils_is_the_floor():
         if package == "utils"
         for module, _ in _keras_attn_imports(path)
         if module.split(".")[1] not in {"utils", "_typing", "_optional"}
+    }
+    assert upward == {}
+
+
+def test_kernels_import_only_utils():
+    upward = {
+        str(path.relative_to(PACKAGE)): module
+        for package, path in _package_files()
+        if package == "kernels"
+        for module, _ in _keras_attn_imports(path)
+        if module.split(".")[1] not in {"kernels", "utils", "_typing", "_optional"}
     }
     assert upward == {}
 
