@@ -733,20 +733,32 @@ def attention_core_benchmark(row):
     ]
 
 
-ATTENTION_SPEED_HEADER = ["backend", "L", "LogSparse (ms)", "dense causal (ms)", "torch SDPA (ms)"]
+ATTENTION_SPEED_STEPS = {
+    "logsparse": "LogSparse (ms)",
+    "logsparse_reference": "LogSparse, reference (ms)",
+    "causal": "dense causal (ms)",
+    "causal_reference": "dense causal, reference (ms)",
+    "sdpa": "torch SDPA (ms)",
+}
+ATTENTION_SPEED_RATIOS = {
+    "causal_over_logsparse": "causal / LogSparse",
+    "reference_over_native": "LogSparse reference / LogSparse",
+    "causal_over_sdpa": "causal / SDPA",
+}
 
 
 @_benchmark_rows(
-    "attention_speed", [*ATTENTION_SPEED_HEADER, "causal / LogSparse", "causal / SDPA"]
+    "attention_speed",
+    ["backend", "L", *ATTENTION_SPEED_STEPS.values(), *ATTENTION_SPEED_RATIOS.values()],
 )
 def attention_speed(row):
-    """Per backend and length: LogSparse, dense causal and torch's fused kernel, and two ratios."""
+    """Per backend and length: each step's time and the ratios, "–" for a step not timed."""
+    milliseconds = {step: f"{s * 1e3:,.1f}" for step, s in row["seconds"].items()}
     return [
         row["backend"],
         f"{row['length']:,}",
-        *(f"{row['seconds'][name] * 1e3:,.1f}" for name in ("logsparse", "causal", "sdpa")),
-        f"{row['causal_over_logsparse']:.2f}",
-        f"{row['causal_over_sdpa']:.2f}",
+        *(milliseconds.get(step, "–") for step in ATTENTION_SPEED_STEPS),
+        *(f"{row[ratio]:.2f}" if ratio in row else "–" for ratio in ATTENTION_SPEED_RATIOS),
     ]
 
 

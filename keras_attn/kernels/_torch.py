@@ -41,16 +41,19 @@ def dense_attention(query, key, value, mask, *, scale, causal):
 
 
 def offset_attention(query, key, value, offsets, mask, *, logit_scale, dropout):
-    """`offset_attention` of scaled queries, slot-major throughout.
+    """`offset_attention` of scaled queries, position-major and slot-major.
 
-    The logits, weights and their gradients are `(K, batch, length, heads)`
-    and contiguous, so that each offset's step reads one slot's weights in a
-    row, and the softmax runs over the outer axis: torch's softmax over a
-    last axis shorter than 16 (the `K` slots) took 25 times as long as over
-    the first one at 8,192 positions. The logits of the slots that reach
-    before position 0 are `MASKED_LOGIT` from the start (the log-length
-    scale goes into the queries, as in the fused dense kernels), so that
-    without a `mask` no select runs when every query has a slot at offset 0.
+    Queries, keys and values are read `(length, batch, heads, dim)` (a view
+    for one example), so that each offset's shifted rows are one contiguous
+    block; the logits, weights and their gradients are `(K, length, batch,
+    heads)` and contiguous, so that each offset's step reads one slot's
+    weights in a row, and the softmax runs over the outer axis: torch's CPU
+    softmax over a last axis shorter than 16 (the `K` slots) is far slower
+    than over a leading one. The logits of the
+    slots that reach before position 0 are `MASKED_LOGIT` from the start
+    (the log-length scale goes into the queries, as in the fused dense
+    kernels), so that without a `mask` no select runs when every query has
+    a slot at offset 0.
 
     Returns:
         `(context, weights)`, the weights a `(batch, heads, length, K)` view.
@@ -58,32 +61,33 @@ def offset_attention(query, key, value, offsets, mask, *, logit_scale, dropout):
     offsets = tuple(offsets)
     if logit_scale is not None:
         query = query * logit_scale.to(query.dtype)  # (batch or 1, 1, 1, 1)
-    logits = _OffsetLogits.apply(query, key, offsets).float()  # (K, batch, length, heads)
-    allowed = _allowed_slots(mask, offsets, query.shape[1])  # (K, batch or 1, length, 1)
-    if allowed is not None:
+    query, key, value = (x.transpose(0, 1).contiguous() for x in (query, key, value))
+    logits = _OffsetLogits.apply(query, key, offsets).float()  # (K, length, batch, heads)
+    allowed = _allowed_slots(mask, offsets, query.shape[0], query.device)
+    if allowed is not None:  # (K, length, batch or 1, 1)
         logits = torch.where(allowed, logits, MASKED_LOGIT)
     weights = torch.softmax(logits, dim=0)
     if allowed is not None:  # a query with no allowed slot gets zero weights
         weights = torch.where(allowed.any(dim=0, keepdim=True), weights, 0.0)
     weights = weights.to(value.dtype)
     if dropout is not None:
-        weights = dropout(weights.permute(1, 3, 2, 0)).permute(3, 0, 2, 1).contiguous()
-    context = _OffsetContext.apply(weights, value, offsets)  # (batch, length, heads, value_dim)
-    return context, weights.permute(1, 3, 2, 0)
+        weights = dropout(weights.permute(2, 3, 1, 0)).permute(3, 2, 0, 1).contiguous()
+    context = _OffsetContext.apply(weights, value, offsets)  # (length, batch, heads, value_dim)
+    return context.transpose(0, 1), weights.permute(2, 3, 1, 0)
 
 
-def _allowed_slots(mask, offsets, length):
-    """Boolean `(K, batch or 1, length, 1)` of the slots a query may use, or `None` for all.
+def _allowed_slots(mask, offsets, length, device):
+    """Boolean `(K, length, batch or 1, 1)` of the slots a query may use, or `None` for all.
 
     `None` without a `mask` when every query has a slot (offset 0): the
     slots reaching before position 0 hold `MASKED_LOGIT` already.
     """
     if mask is None and min(offsets) == 0:
         return None
-    positions = torch.arange(length)[:, None]  # (length, 1)
-    reach = positions >= torch.tensor(offsets)[None, :]  # (length, K)
+    positions = torch.arange(length, device=device)[:, None]  # (length, 1)
+    reach = positions >= torch.tensor(offsets, device=device)[None, :]  # (length, K)
     allowed = reach if mask is None else mask.to(torch.bool) & reach  # (batch or 1, 1, length, K)
-    return allowed.reshape(-1, 1, length, len(offsets)).permute(3, 0, 2, 1)
+    return allowed.reshape(-1, 1, length, len(offsets)).permute(3, 2, 0, 1)
 
 
 class _OffsetLogits(torch.autograd.Function):
@@ -98,7 +102,7 @@ class _OffsetLogits(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         query, key = ctx.saved_tensors
-        grad = grad.contiguous()  # (K, batch, length, heads)
+        grad = grad.contiguous()  # (K, length, batch, heads)
         query_grad = _mix(grad, key, ctx.offsets) if ctx.needs_input_grad[0] else None
         key_grad = _scatter(grad, query, ctx.offsets) if ctx.needs_input_grad[1] else None
         return query_grad, key_grad, None
@@ -116,52 +120,65 @@ class _OffsetContext(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         weights, value = ctx.saved_tensors
-        grad = grad.contiguous()  # (batch, length, heads, value_dim)
+        grad = grad.contiguous()  # (length, batch, heads, value_dim)
         weights_grad = _dots(grad, value, ctx.offsets) if ctx.needs_input_grad[0] else None
         value_grad = _scatter(weights, grad, ctx.offsets) if ctx.needs_input_grad[1] else None
         return weights_grad, value_grad, None
 
 
 def _dots(a, b, offsets, fill=0.0):
-    """`a[:, i] . b[:, i - offsets[j]]`, `(K, batch, length, heads)`, `fill` where `i < offsets[j]`.
+    """`a[i] . b[i - offsets[j]]`, `(K, length, batch, heads)`, `fill` where `i < offsets[j]`.
 
-    Each offset's products go to one preallocated buffer, summed over `dim`
-    by a product with ones (a matrix-vector product, faster than a sum over
-    the last axis).
+    `a` and `b` are position-major, `(length, batch, heads, dim)`.
     """
-    batch, length, heads, dim = a.shape
-    dots = a.new_full((len(offsets), batch, length, heads), fill)
-    products = a.new_empty(a.numel())
-    ones = a.new_ones((dim, 1))
+    length, batch, heads, dim = a.shape
+    dots = a.new_empty((len(offsets), length, batch, heads))
+    products = None if a.dtype in (torch.float32, torch.float64) else torch.empty_like(a)
     for slot, offset in enumerate(offsets):
-        count = length - offset
-        if count <= 0:
-            continue
-        product = products[: batch * count * heads * dim].view(batch, count, heads, dim)
-        torch.mul(a[:, offset:], b[:, :count], out=product)  # a[:, i] * b[:, i - offset]
-        dots[slot, :, offset:] = torch.matmul(product, ones).squeeze(-1)  # (batch, count, heads)
+        dots[slot, :offset] = fill
+        if offset < length:
+            count = length - offset
+            rows = dots[slot, offset:].view(count * batch * heads)
+            _row_dots(a[offset:], b[:count], rows, products)
     return dots
 
 
+def _row_dots(a, b, out, products):
+    """`out[r] = a[r] . b[r]` over the last axis of two contiguous blocks, into `out`.
+
+    A batch of `(1, dim) x (dim, 1)` products in float32 and float64; in
+    the half types, whose batched products are slow on the CPU, the
+    products go to the buffer `products` and a matrix-vector product with
+    ones sums them.
+    """
+    dim = a.shape[-1]
+    if products is None:
+        torch.bmm(a.reshape(-1, 1, dim), b.reshape(-1, dim, 1), out=out.view(-1, 1, 1))
+        return
+    product = products.view(-1)[: a.numel()].view(a.shape)
+    torch.mul(a, b, out=product)
+    torch.mv(product.view(-1, dim), a.new_ones(dim), out=out)
+
+
 def _mix(weights, b, offsets):
-    """`sum_j weights[j, :, i, :, None] * b[:, i - offsets[j]]`, `(batch, length, heads, dim)`."""
+    """`sum_j weights[j, i, ..., None] * b[i - offsets[j]]`, `(length, batch, heads, dim)`."""
     total = torch.zeros_like(b)
-    length = b.shape[1]
+    length = b.shape[0]
     for slot, offset in enumerate(offsets):
         if offset < length:
-            column = weights[slot, :, offset:, :, None]  # (batch, length - offset, heads, 1)
-            total[:, offset:].addcmul_(column, b[:, : length - offset])
+            column = weights[slot, offset:, :, :, None]  # (length - offset, batch, heads, 1)
+            total[offset:].addcmul_(column, b[: length - offset])
     return total
 
 
 def _scatter(weights, a, offsets):
-    """The transpose of `_mix` in `b`: `sum_j (weights[j, ..., None] * a)[:, i + offsets[j]]`."""
+    """The transpose of `_mix` in `b`: `sum_j (weights[j, ..., None] * a)[i + offsets[j]]`."""
     total = torch.zeros_like(a)
-    length = a.shape[1]
+    length = a.shape[0]
     for slot, offset in enumerate(offsets):
         if offset < length:
-            column = weights[slot, :, offset:, :, None]  # (batch, length - offset, heads, 1)
-            total[:, : length - offset].addcmul_(column, a[:, offset:])
+            column = weights[slot, offset:, :, :, None]  # (length - offset, batch, heads, 1)
+            total[: length - offset].addcmul_(column, a[offset:])
     return total
 
 

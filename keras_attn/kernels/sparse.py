@@ -33,9 +33,9 @@ def offset_attention(
     value is copied per slot, and a step keeps `O(length * K)` weights and
     `O(length * heads * head_dim)` activations. The native one, chosen by
     `implementation="auto"` on torch outside a traced or compiled model,
-    runs the same sums with fused multiply-adds (`addcmul_`) into
-    preallocated buffers and the weights slot by slot from a contiguous
-    copy.
+    runs the same sums as in-place fused multiply-adds (`addcmul_`) on
+    contiguous blocks of rows, with slot-major weights and the softmax
+    over the slots' axis.
 
     Args:
         query: `(batch, length, heads, key_dim)`.
