@@ -1,27 +1,43 @@
-"""GPU check of the attention layers: XLA outputs against the CPU, and throughput.
+"""GPU check of the attention layers and kernels: outputs against the CPU, and speed.
 
-For TensorFlow, JAX and torch (each in a fresh process), in float32 and
-`mixed_bfloat16`:
+For JAX and torch (TensorFlow on request; each in a fresh process):
 
 1. every attention layer of the library (the core with each pattern and
    logit scale, convolutional and LogSparse attention, the transformer
-   block) is compiled with XLA (`jax.jit`, `tf.function(jit_compile=True)`;
-   torch runs eagerly, as Keras does without `jit_compile`) on the default
-   device, and its output is compared with the same layer, same weights,
-   run in float32 on the CPU (float32 matmuls at full precision, TF32
-   off; bfloat16 with a bfloat16-sized tolerance);
-2. forward+backward steps per second of the core against
-   `keras.layers.MultiHeadAttention`, and of `LogSparseAttention` against
-   dense causal `MultiHeadAttention` and the core's causal pattern (fused,
-   flash attention where the backend has it), at L = 8192 to 65,536 (a
-   step that runs out of memory is reported as such).
+   block), in float32 and `mixed_bfloat16`, compiled with XLA (`jax.jit`,
+   `tf.function(jit_compile=True)`; torch runs eagerly, as Keras does
+   without `jit_compile`) on the default device, against the same layer,
+   same weights, in float32 on the CPU (float32 matmuls at full
+   precision, TF32 off; bfloat16 with a bfloat16-sized tolerance);
+2. each native attention kernel against its `keras.ops` reference on the
+   device (`keras_attn.kernels`: outputs and gradients, with a padding
+   mask that leaves queries without a key, in float32 and bfloat16);
+3. in bfloat16, forward+backward steps per second of `LogSparseAttention`
+   (native kernels and references) against the backend's fastest dense
+   causal attention (the core's causal pattern: torch's
+   `scaled_dot_product_attention`, JAX's cuDNN flash attention) and
+   Keras' causal `MultiHeadAttention`, at L = 4,096 to 65,536 (a step that
+   runs out of memory is reported as such); and of the core against
+   `keras.layers.MultiHeadAttention` (dense) at L = 8,192 and 32,768;
+4. latencies at batch 1 and 64: the AdaViT fast path of an untrained
+   DeiT-S against the full model (`benchmarks/adavit.py --paper-scale`,
+   DeiT-S only, 2 token buckets), and an untrained MiniLM-sized BERT
+   encoder with half its heads pruned against the unpruned one (as
+   `benchmarks/head_pruning.py` does).
 
-It is not part of the test suite. On a machine without a GPU it runs on the
-CPU; `--cpu-smoke` shrinks every size so that the whole check takes seconds
-(the tests run it that way).
+The targets: LogSparse at least as fast as the fastest dense causal
+attention at 8,192 and 3 times as fast at 32,768; the core within 1.1x of
+Keras' `MultiHeadAttention`. Sections 3 and 4 need an accelerator (on a
+CPU they are skipped, except with `--cpu-smoke`), and each backend gets an
+even share of `--budget-s` seconds (480: the whole check within 8
+minutes), a measurement past it being skipped and said so. Each backend's
+report goes to `OUTPUT_DIR/gpu_check_<backend>.json` as soon as it is
+done. It is not part of the test suite; `--cpu-smoke` shrinks every size
+so that the whole check takes seconds on any machine (the tests run its
+functions that way).
 
-    python benchmarks/gpu_check.py               # on a GPU: JAX ~4 min, torch ~1 min on an H200
-    python benchmarks/gpu_check.py --cpu-smoke   # tiny sizes, any machine
+    python benchmarks/gpu_check.py --output-dir results/benchmarks   # on a GPU, <= 8 min
+    python benchmarks/gpu_check.py --cpu-smoke                       # tiny sizes, any machine
 """
 
 import argparse
@@ -36,6 +52,7 @@ import numpy as np
 BACKENDS = ("tensorflow", "jax", "torch")
 DTYPES = ("float32", "mixed_bfloat16")
 TOLERANCE = {"float32": 1e-4, "mixed_bfloat16": 5e-2}  # relative to the output's scale
+SPEED_DTYPE = "mixed_bfloat16"
 
 
 def layer_configs(smoke):
@@ -168,8 +185,14 @@ class _Causal:
 
     def __init__(self, layer, causal):
         self.layer, self.causal = layer, causal
-        self.trainable_variables = layer.trainable_variables
-        self.non_trainable_variables = layer.non_trainable_variables
+
+    @property
+    def trainable_variables(self):
+        return self.layer.trainable_variables
+
+    @property
+    def non_trainable_variables(self):
+        return self.layer.non_trainable_variables
 
     def __call__(self, x):
         return self.layer(x, x, use_causal_mask=self.causal)
@@ -178,8 +201,10 @@ class _Causal:
         return self.layer.stateless_call(weights, extra, x, x, use_causal_mask=self.causal)
 
 
-def steps_per_second(backend, layer, x, repeats):
-    """Forward+backward steps per second, or the error that stopped it."""
+def steps_per_second(backend, layer, x, repeats, deadline=float("inf")):
+    """Forward+backward steps per second, or why there is none (an error, the time budget)."""
+    if time.time() > deadline:
+        return "skipped: time budget"
     try:
         step = _compiled(backend, layer, training_step=True)
         step(x)  # compile
@@ -191,39 +216,164 @@ def steps_per_second(backend, layer, x, repeats):
         return f"{type(error).__name__}: {str(error).splitlines()[0][:80]}"
 
 
-def throughput(backend, dtype, args):
+def throughput(backend, args, deadline):
+    """Steps per second in bfloat16: LogSparse against dense causal attention, the core against
+    Keras' `MultiHeadAttention`; a measurement past `deadline` is skipped."""
     import keras
 
     from keras_attn.layers import LogSparseAttention, MultiHeadSelfAttention
 
-    key_dim = args.dim // args.heads
+    key_dim, dtype = args.dim // args.heads, SPEED_DTYPE
     rows = []
-    pairs = [("core", "keras MHA", False, args.core_length)]
-    pairs += [("LogSparse", "dense causal MHA", True, length) for length in args.lengths]
-    for name, baseline_name, causal, length in pairs:
+    cases = [(length, False) for length in args.core_lengths]
+    cases += [(length, True) for length in args.lengths]
+    for length, causal in cases:
         x = np.random.default_rng(0).normal(size=(1, length, args.dim)).astype("float32")
         x = keras.ops.convert_to_tensor(x)  # on the device once, not at every step
-        if causal:
-            layer = LogSparseAttention(args.heads, key_dim, dtype=dtype)
+        keras_mha = keras.layers.MultiHeadAttention(args.heads, key_dim, dtype=dtype)
+        if causal:  # LogSparse first, the backend's fastest dense causal attention next
+            layers = {
+                "LogSparse": LogSparseAttention(args.heads, key_dim, dtype=dtype),
+                "dense causal core": MultiHeadSelfAttention(
+                    args.heads, key_dim, attention_pattern="causal", dtype=dtype
+                ),
+                "dense causal keras MHA": _Causal(keras_mha, causal=True),
+                "LogSparse reference": LogSparseAttention(
+                    args.heads, key_dim, dtype=dtype, implementation="reference"
+                ),
+            }
         else:
-            layer = MultiHeadSelfAttention(args.heads, key_dim, dtype=dtype)
-        baseline = keras.layers.MultiHeadAttention(args.heads, key_dim, dtype=dtype)
-        layer(x[:, :8])
-        baseline(x[:, :8], x[:, :8])
-        rates = {
-            name: steps_per_second(backend, layer, x, args.repeats),
-            baseline_name: steps_per_second(backend, _Causal(baseline, causal), x, args.repeats),
-        }
-        if causal:  # the core's causal pattern: flash attention (fused kernels) on a GPU
-            core = MultiHeadSelfAttention(
-                args.heads, key_dim, attention_pattern="causal", dtype=dtype
-            )
-            core(x[:, :8])
-            rates["dense causal core"] = steps_per_second(backend, core, x, args.repeats)
+            layers = {
+                "core": MultiHeadSelfAttention(args.heads, key_dim, dtype=dtype),
+                "keras MHA": _Causal(keras_mha, causal=False),
+            }
+        rates = {}
+        for name, layer in layers.items():
+            layer(x[:, :8])
+            rates[name] = steps_per_second(backend, layer, x, args.repeats, deadline)
         rows.append({"length": length, "steps_per_second": rates})
         cells = [f"{k} {v:.2f}/s" if isinstance(v, float) else f"{k} {v}" for k, v in rates.items()]
         print(f"  L={length:<6} " + ", ".join(cells), flush=True)
     return rows
+
+
+def check_kernels(backend, args):
+    """Each native kernel against its reference on the device: outputs and gradients."""
+    from keras_attn import kernels
+    from keras_attn.layers import LogSparsePattern
+    from keras_attn.testing.gradients import function_output_and_gradients
+
+    length = args.check_length
+    arrays = [np.random.default_rng(n).normal(size=(2, length, 2, 8)) for n in range(3)]
+    arrays = [array.astype("float32") for array in arrays]
+    mask = np.ones((2, 1, 1, length), bool)
+    mask[0, ..., :3] = False  # the first queries of example 0 see no key (causal)
+    offsets = LogSparsePattern("pure").static_offsets(length)
+    slots = np.random.default_rng(3).random((2, 1, length, len(offsets))) < 0.7
+    slots[0, 0, :3] = False  # queries that use no slot
+    cases = {
+        "dense_attention": lambda implementation: (
+            lambda q, k, v: kernels.dense_attention(
+                q, k, v, mask, scale=0.35, causal=True, implementation=implementation
+            )[0]
+        ),
+        "offset_attention": lambda implementation: (
+            lambda q, k, v: kernels.offset_attention(
+                q, k, v, offsets, slots, scale=0.35, implementation=implementation
+            )[0]
+        ),
+    }
+    rows = []
+    for kernel, make in cases.items():
+        if not kernels.has_native(kernel):
+            continue
+        for dtype in ("float32", "bfloat16"):
+            native, reference = (
+                function_output_and_gradients(make(implementation), arrays, dtype=dtype)
+                for implementation in ("native", "reference")
+            )
+            error = max(
+                _relative_error(ours, theirs)
+                for ours, theirs in zip(
+                    [native[0], *native[1]], [reference[0], *reference[1]], strict=True
+                )
+            )
+            ok = bool(error <= TOLERANCE["float32" if dtype == "float32" else SPEED_DTYPE])
+            rows.append({"kernel": kernel, "dtype": dtype, "relative_error": error, "ok": ok})
+            verdict = "ok" if ok else "FAIL"
+            print(f"  {kernel:<18} {dtype:<9} native / reference: {error:.2e}  {verdict}")
+    return rows
+
+
+def _relative_error(ours, theirs):
+    finite = np.isfinite(ours).all()
+    return (
+        float(np.max(np.abs(ours - theirs)) / (np.max(np.abs(theirs)) + 1e-12))
+        if finite
+        else np.inf
+    )
+
+
+def latencies(args, deadline):
+    """Milliseconds per batch at batch 1 and 64: the AdaViT fast path and a pruned encoder."""
+    import keras
+
+    if time.time() > deadline:
+        return {"skipped": "time budget"}
+    result = {"head_pruning": pruned_encoder_throughput(args)}
+    if keras.backend.backend() == "torch":
+        result["adavit"] = "skipped: the fast path compiles with XLA (TensorFlow and JAX)"
+        return result
+    adavit = _sibling("adavit")
+    size = "small" if args.cpu_smoke else "default"
+    options = argparse.Namespace(seed=0, mac_ratio=2.0, token_buckets=2, head_buckets=1)
+    batches = adavit.measure_paper_scale("deit_s", size, options, set())
+    result["adavit"] = [case for cases in batches for case in cases]
+    return result
+
+
+def pruned_encoder_throughput(args):
+    """Sentences per second of an untrained MiniLM-sized encoder, unpruned and half pruned."""
+    from keras_attn.models import build_bert_encoder
+    from keras_attn.pruning import measure_throughput, prune_heads, select_heads
+
+    layers, heads = (2, 4) if args.cpu_smoke else (6, 12)
+    hidden = 32 if args.cpu_smoke else 384
+    encoder = build_bert_encoder(
+        30522, num_layers=layers, num_heads=heads, hidden_dim=hidden, intermediate_dim=4 * hidden
+    )
+    scores = {
+        f"layer_{index}/attention": np.random.default_rng(index).random(heads)
+        for index in range(layers)
+    }
+    pruned = prune_heads(encoder, select_heads(scores, layers * heads // 2))
+    result = {}
+    for batch in (1, 64):
+        rng = np.random.default_rng(0)
+        inputs = {
+            "token_ids": rng.integers(1000, 30000, (batch, 64)).astype("int32"),
+            "padding_mask": np.ones((batch, 64), "int32"),
+            "segment_ids": np.zeros((batch, 64), "int32"),
+        }
+        unpruned, half = measure_throughput(
+            [encoder, pruned], inputs, args.repeats * (8 if batch == 1 else 1)
+        )
+        result[str(batch)] = {"unpruned": unpruned, "half pruned": half, "ratio": half / unpruned}
+        print(
+            f"  encoder, batch {batch}: half pruned {half / unpruned:.2f}x the unpruned", flush=True
+        )
+    return result
+
+
+def _sibling(name):
+    """The benchmark script `NAME.py` beside this one, as a module."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def worker(args):
@@ -235,48 +385,61 @@ def worker(args):
 
         jax.config.update("jax_default_matmul_precision", "highest")
         device = jax.devices()[0].device_kind
+        accelerator = jax.devices()[0].platform != "cpu"
     elif backend == "torch":
         import torch
 
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-        device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU"
+        accelerator = torch.cuda.is_available()
+        device = torch.cuda.get_device_name(0) if accelerator else "CPU"
     else:
         import tensorflow as tf
 
         tf.config.experimental.enable_tensor_float_32_execution(False)
         gpus = tf.config.list_physical_devices("GPU")
-        device = gpus[0].name if gpus else "CPU"
+        device, accelerator = (gpus[0].name, True) if gpus else ("CPU", False)
     report = {"backend": backend, "device": device, "dtypes": {}}
     for dtype in args.dtypes:
         print(f"{backend} on {device}, {dtype}:", flush=True)
         keras.config.set_dtype_policy(dtype)
-        outputs = check_outputs(backend, dtype, args)
-        report["dtypes"][dtype] = {
-            "outputs": outputs,
-            "throughput": throughput(backend, dtype, args),
-        }
+        report["dtypes"][dtype] = {"outputs": check_outputs(backend, dtype, args)}
         keras.config.set_dtype_policy("float32")
+    print(f"{backend} kernels, native against reference:", flush=True)
+    report["kernels"] = check_kernels(backend, args)
+    if not (accelerator or args.cpu_smoke):
+        report["speed"] = "skipped: no accelerator"
+        return report
+    print(f"{backend} throughput, bfloat16:", flush=True)
+    keras.config.set_dtype_policy(SPEED_DTYPE)
+    report["dtypes"].setdefault(SPEED_DTYPE, {})["throughput"] = throughput(
+        backend, args, args.deadline
+    )
+    keras.config.set_dtype_policy("float32")
+    print(f"{backend} latencies, float32:", flush=True)
+    report["latencies"] = latencies(args, args.deadline)
     return report
 
 
 def main():
     started_at = time.time()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS))
+    parser.add_argument("--backends", nargs="+", choices=BACKENDS, default=["jax", "torch"])
     parser.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES))
-    parser.add_argument("--lengths", type=int, nargs="+", default=[8192, 16384, 32768, 65536])
-    parser.add_argument("--core-length", type=int, default=8192)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[4096, 8192, 16384, 32768, 65536])
+    parser.add_argument("--core-lengths", type=int, nargs="+", default=[8192, 32768])
     parser.add_argument("--check-length", type=int, default=1024)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--budget-s", type=float, default=480.0, help="seconds for all backends")
     parser.add_argument("--cpu-smoke", action="store_true", help="tiny sizes, seconds on a CPU")
-    parser.add_argument("--output", default=None, help="JSON file for the results")
+    parser.add_argument("--output-dir", default=None, help="folder of gpu_check_<backend>.json")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--deadline", type=float, default=float("inf"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cpu_smoke:
-        args.lengths, args.core_length, args.check_length = [64, 128], 64, 24
+        args.lengths, args.core_lengths, args.check_length = [64, 128], [64], 24
         args.dim, args.heads, args.repeats = 16, 2, 1
     if args.worker:
         print("REPORT " + json.dumps(worker(args)), flush=True)
@@ -285,21 +448,27 @@ def main():
     # TensorFlow, Keras' default backend would fail to import.
     os.environ.setdefault("KERAS_BACKEND", args.backends[0])
     reports = []
-    for backend in args.backends:
-        reports.append(run_backend(backend))
-        ok = _all_match(reports)
-        if args.output:  # after each backend, so that a run stopped early keeps what ran
+    for index, backend in enumerate(args.backends):
+        deadline = started_at + args.budget_s * (index + 1) / len(args.backends)
+        report = run_backend(backend, deadline)
+        reports.append(report)
+        if args.output_dir:  # after each backend, so that a run stopped early keeps what ran
             from keras_attn.utils import write_benchmark
 
-            write_benchmark(args.output, {"ok": ok, "reports": reports}, started_at=started_at)
-    print(f"\nall outputs match the CPU: {ok}; wall time {time.time() - started_at:.0f} s")
+            path = os.path.join(args.output_dir, f"gpu_check_{backend}.json")
+            results = {"ok": _all_match([report]), "reports": [report]}
+            write_benchmark(path, results, started_at=started_at)
+    ok = _all_match(reports)
+    print(f"\nall outputs match: {ok}; wall time {time.time() - started_at:.0f} s")
     sys.exit(0 if ok else 1)
 
 
-def run_backend(backend):
-    """Runs the worker for `backend` in a fresh process, printing its lines as they come."""
-    command = [sys.executable, __file__, "--worker", *sys.argv[1:]]
+def run_backend(backend, deadline):
+    """Runs the worker for `backend`, printing its lines as they come."""
+    command = [sys.executable, __file__, "--worker", "--deadline", str(deadline), *sys.argv[1:]]
     env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # this checkout's library
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     found = []
     with subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -315,12 +484,15 @@ def run_backend(backend):
 
 
 def _all_match(reports):
-    return all(
-        row["ok"]
+    """Whether every layer output and every native kernel matched, and no backend failed."""
+    rows = [
+        row
         for report in reports
         for dtype in report.get("dtypes", {}).values()
-        for row in dtype["outputs"]
-    ) and not any("error" in report for report in reports)
+        for row in dtype.get("outputs", [])
+    ]
+    rows += [row for report in reports for row in report.get("kernels", [])]
+    return all(row["ok"] for row in rows) and not any("error" in report for report in reports)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,24 @@ def test_layers_import_no_backend():
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
+KERNELS = LAYERS.parent / "kernels"
+# The one module of each backend's native kernels, which alone imports it.
+NATIVE_MODULES = {"_torch.py": "torch", "_jax.py": "jax", "_tensorflow.py": "tensorflow"}
+
+
+def test_kernels_import_each_backend_in_its_own_module_only():
+    files = sorted(KERNELS.rglob("*.py"))
+    assert {path.name for path in files} >= set(NATIVE_MODULES)
+    imported = {path.name: FORBIDDEN & set(_imported_roots(path)) for path in files}
+    allowed = {
+        name: {NATIVE_MODULES[name]} if name in NATIVE_MODULES else set() for name in imported
+    }
+    assert {
+        name: roots - allowed[name] for name, roots in imported.items() if roots - allowed[name]
+    } == {}
+    assert imported["_torch.py"] == {"torch"} and imported["_jax.py"] == {"jax"}
+
+
 PACKAGE = LAYERS.parent
 
 
@@ -68,6 +86,17 @@ def test_utils_is_the_floor():
 def test_the_deprecated_aliases_are_gone():
     for module in ("keras_attn.utils.macs", "keras_attn.models.adavit_fast_path"):
         assert importlib.util.find_spec(module) is None, module
+
+
+def test_kernels_import_only_utils():
+    upward = {
+        str(path.relative_to(PACKAGE)): module
+        for package, path in _package_files()
+        if package == "kernels"
+        for module, _ in _keras_attn_imports(path)
+        if module.split(".")[1] not in {"kernels", "utils", "_typing", "_optional"}
+    }
+    assert upward == {}
 
 
 def test_no_private_name_crosses_packages():

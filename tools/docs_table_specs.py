@@ -734,20 +734,32 @@ def attention_core_benchmark(row):
     ]
 
 
-ATTENTION_SPEED_HEADER = ["backend", "L", "LogSparse (ms)", "dense causal (ms)", "torch SDPA (ms)"]
+ATTENTION_SPEED_STEPS = {
+    "logsparse": "LogSparse (ms)",
+    "logsparse_reference": "LogSparse, reference (ms)",
+    "causal": "dense causal (ms)",
+    "causal_reference": "dense causal, reference (ms)",
+    "sdpa": "torch SDPA (ms)",
+}
+ATTENTION_SPEED_RATIOS = {
+    "causal_over_logsparse": "causal / LogSparse",
+    "reference_over_native": "LogSparse reference / LogSparse",
+    "causal_over_sdpa": "causal / SDPA",
+}
 
 
 @_benchmark_rows(
-    "attention_speed", [*ATTENTION_SPEED_HEADER, "causal / LogSparse", "causal / SDPA"]
+    "attention_speed",
+    ["backend", "L", *ATTENTION_SPEED_STEPS.values(), *ATTENTION_SPEED_RATIOS.values()],
 )
 def attention_speed(row):
-    """Per backend and length: LogSparse, dense causal and torch's fused kernel, and two ratios."""
+    """Per backend and length: each step's time and the ratios, "–" for a step not timed."""
+    milliseconds = {step: f"{s * 1e3:,.1f}" for step, s in row["seconds"].items()}
     return [
         row["backend"],
         f"{row['length']:,}",
-        *(f"{row['seconds'][name] * 1e3:,.1f}" for name in ("logsparse", "causal", "sdpa")),
-        f"{row['causal_over_logsparse']:.2f}",
-        f"{row['causal_over_sdpa']:.2f}",
+        *(milliseconds.get(step, "–") for step in ATTENTION_SPEED_STEPS),
+        *(f"{row[ratio]:.2f}" if ratio in row else "–" for ratio in ATTENTION_SPEED_RATIOS),
     ]
 
 
@@ -923,17 +935,20 @@ def gpu_check_outputs(results):
 
 
 def _steps(value):
-    return f"{value:,.1f}" if isinstance(value, float) else "out of memory"
+    """Steps per second, or what stopped the step: its memory, or the check's time budget."""
+    if isinstance(value, float):
+        return f"{value:,.1f}"
+    return "skipped (time budget)" if value.startswith("skipped") else "out of memory"
 
 
 def gpu_check_throughput(results):
-    """Forward+backward steps per second of each pair, and their ratio."""
+    """Forward+backward steps per second of each layer and its first baseline, and their ratio."""
     rows = []
     for backend, backend_name in GPU_CHECK_BACKENDS:
         report = _gpu_check_report(results, backend)
         for dtype, dtype_name in GPU_CHECK_DTYPES:
-            for row in report["dtypes"][dtype]["throughput"]:
-                (layer, ours), (baseline, theirs) = row["steps_per_second"].items()
+            for row in report["dtypes"][dtype].get("throughput", []):
+                (layer, ours), (baseline, theirs) = list(row["steps_per_second"].items())[:2]
                 both = isinstance(ours, float) and isinstance(theirs, float)
                 ratio = f"{ours / theirs:.2f}×" if both else "–"
                 rows.append(
@@ -942,6 +957,44 @@ def gpu_check_throughput(results):
                 )
     header = ["backend", "dtype", "L", "layer / baseline", "layer (steps/s)"]
     return markdown_table(header + ["baseline (steps/s)", "ratio"], rows)
+
+
+def _gpu_check_pending(section):
+    return (
+        f"**Pending.** The committed GPU check predates its `{section}` section: run "
+        "`python benchmarks/gpu_check.py --output-dir results/benchmarks` on a GPU, commit its "
+        "JSON files and regenerate the docs."
+    )
+
+
+def gpu_check_kernels(results):
+    """Largest error of each native kernel against its reference on the GPU, per dtype."""
+    reports = {b: _gpu_check_report(results, b) for b, _ in GPU_CHECK_BACKENDS}
+    if not all("kernels" in report for report in reports.values()):
+        return _gpu_check_pending("kernels")
+    rows = [
+        [name, row["kernel"], row["dtype"], f"{row['relative_error']:.1e}"]
+        for backend, name in GPU_CHECK_BACKENDS
+        for row in reports[backend]["kernels"]
+    ]
+    return markdown_table(["backend", "kernel", "dtype", "native / reference error"], rows)
+
+
+def gpu_check_latencies(results):
+    """AdaViT fast path and half-pruned encoder against their full models, batch 1 and 64."""
+    reports = {b: _gpu_check_report(results, b) for b, _ in GPU_CHECK_BACKENDS}
+    if not all(isinstance(report.get("latencies"), dict) for report in reports.values()):
+        return _gpu_check_pending("latencies")
+    rows = []
+    for backend, name in GPU_CHECK_BACKENDS:
+        latencies = reports[backend]["latencies"]
+        for batch, entry in latencies.get("head_pruning", {}).items():
+            rows.append([name, "encoder, half the heads pruned", batch, f"{entry['ratio']:.2f}×"])
+        adavit = latencies.get("adavit")  # a sentence where it did not run (torch)
+        for case in adavit if isinstance(adavit, list) else []:
+            label = f"AdaViT fast path, {case['policy']} decisions"
+            rows.append([name, label, str(case["batch"]), f"{case['speedup']:.2f}×"])
+    return markdown_table(["backend", "model", "batch", "full / faster model"], rows)
 
 
 def _committed(results, matches):
@@ -1129,6 +1182,8 @@ TABLES = {
     "t2t-vit-benchmark": t2t_benchmark,
     "attention-core-benchmark": attention_core_benchmark,
     "attention-speed": attention_speed,
+    "gpu-check-kernels": gpu_check_kernels,
+    "gpu-check-latencies": gpu_check_latencies,
     "attention-speed-jax-over-tensorflow": attention_speed_jax_over_tensorflow,
     "bsarec-training-benchmark": bsarec_training_benchmark,
     "bsarec-training-speedup": bsarec_training_speedup,

@@ -17,6 +17,16 @@ import keras
 from keras import ops
 
 from keras_attn._typing import Initializer, Shape, Tensor
+from keras_attn.kernels import (
+    blockwise_attention,
+    dense_attention,
+    gather_positions,
+    gathered_attention,
+    has_native,
+    offset_attention,
+)
+from keras_attn.kernels.blockwise import BLOCK_SIZE, KEY_BLOCK_SIZE
+from keras_attn.kernels.dense import rows_with_keys
 from keras_attn.layers._config import argument_config
 from keras_attn.layers.attention_pattern import AttentionPattern
 from keras_attn.utils.initializers import clone_initializer
@@ -36,27 +46,14 @@ from keras_attn.utils.validation import (
 
 LOGIT_SCALES = ("none", "log_length")
 DENSE_PATTERNS = ("dense", "causal")
-# Finite stand-in for -inf: a fully masked row must give zeros, not NaN.
-MASKED_LOGIT = -1e9
-# Length from which the dense patterns run block by block on XLA CPU, the
-# block of queries (at most half the length, so that a causal step skips the
-# masked blocks), and the most blocks (each block is unrolled in the
-# compiled step, so longer sequences get longer blocks rather than more of
-# them). See `MultiHeadSelfAttention.blockwise_min_length`.
+IMPLEMENTATIONS = ("auto", "reference")
+# Length from which the dense patterns run `blockwise_attention` on XLA CPU.
+# See `MultiHeadSelfAttention.blockwise_min_length`.
 BLOCKWISE_MIN_LENGTH = 1024
-BLOCKWISE_BLOCK_SIZE = 1024
-BLOCKWISE_MAX_BLOCKS = 16
-# Keys per step of a query block's loop: its logits, (1024, 128) per head,
-# stay in cache (benchmarks/attention_speed.py; 2 MB for 4 heads: blocks of
-# 512 or 256 keys were slower).
-BLOCKWISE_KEY_BLOCK_SIZE = 128
-# From this length, torch computes a pattern of fixed offsets from shifted
-# views rather than gathered keys. See `MultiHeadSelfAttention.shifted_sparse_keys`.
+# From this length, torch runs `offset_attention`'s reference rather than
+# `gathered_attention` when its native implementation cannot run. See
+# `MultiHeadSelfAttention.shifted_sparse_keys`.
 TORCH_SHIFTED_MIN_LENGTH = 1024
-# From this length, torch's shifted loop reads the attention weights slot by
-# slot from a contiguous copy (`_Slots.columns`): 1.2x faster steps at 8,192,
-# 0.9-1.0x up to 4,096, where the copy costs what the strided reads save.
-TORCH_SLOT_MAJOR_MIN_LENGTH = 8192
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -92,16 +89,15 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             query position) or an `AttentionPattern` instance: no
             `(length, length)` tensor is built. A pattern of fixed backward
             offsets (`static_offsets`, such as LogSparse and causal windows)
-            is computed, on JAX and TensorFlow, from shifted views of the
-            keys and values, one logit per offset, with no per-slot copy of
-            them in the forward or the backward pass (on torch from 1,024
-            positions); other patterns, and shorter sequences on torch,
-            have their keys gathered (`O(L K)` keys and values: a few large
-            kernels instead of a loop). Without
-            attention scores and active dropout (and with
-            `value_dim == key_dim`), the dense patterns run through
-            `keras.ops.dot_product_attention`, which reaches fused (flash,
-            cuDNN) kernels on GPU; under float16 that step runs in float32.
+            runs `keras_attn.kernels.offset_attention` (shifted views of the
+            keys and values, one logit per offset, no per-slot copy of them
+            in either pass); other patterns have their keys gathered
+            (`gathered_attention`, `O(L K)` keys and values). The dense
+            patterns run `dense_attention`: without attention scores and
+            active dropout (and with `value_dim == key_dim`), the backend's
+            fused kernel (flash or cuDNN on GPU; under float16 that step
+            runs in float32), and from 1,024 positions on XLA CPU
+            `blockwise_attention`.
         logit_scale: `"none"` or `"log_length"`.
         additive_mask: `None` (default) or a negative float, how masked keys
             are removed. `None` removes them exactly, and a query with no
@@ -112,7 +108,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             the same weights up to `exp(b)`, and a query with no visible key
             attends over all keys, masked and future ones included, with
             weights `softmax(logits + b)`. Dense patterns only. It disables
-            the fused `dot_product_attention` path.
+            the fused kernels.
         qk_scale: `None` (default) or a positive float, the factor of the
             query-key dot products. `None` gives `1 / sqrt(key_dim)`; a
             float reproduces code with another scale, such as the
@@ -124,6 +120,13 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         kernel_regularizer: regularizer of the projection kernels.
         bias_regularizer: regularizer of the bias vectors.
         seed: int, seed of the attention dropout.
+        implementation: `"auto"` (default) or `"reference"`, which
+            implementation of each attention kernel runs (see
+            `keras_attn.kernels`): `"auto"` runs a backend's native one
+            where it has one (torch's `scaled_dot_product_attention` and
+            fused offset loops, JAX's `jax.nn.dot_product_attention`),
+            `"reference"` the `keras.ops` one everywhere. Both compute the
+            same outputs and gradients (to float rounding).
         **kwargs: base layer arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -192,6 +195,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         kernel_regularizer: str | keras.regularizers.Regularizer | dict | None = None,
         bias_regularizer: str | keras.regularizers.Regularizer | dict | None = None,
         seed: int | None = None,
+        implementation: str = "auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -234,6 +238,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
         self.bias_regularizer = keras.regularizers.get(bias_regularizer)
         self.seed = check_optional_int("seed", seed, minimum=0)
+        self.implementation = check_choice("implementation", implementation, IMPLEMENTATIONS)
         self.supports_masking = True
         self._input_dim = None
         self._dropout_layer = keras.layers.Dropout(
@@ -348,12 +353,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         )
         query, key = self.project_queries_and_keys(inputs, mask)
         value = self._value_dense(inputs)  # (batch, length, heads, value_dim)
-        if self.is_sparse:
-            attention = self._sparse_attention
-        else:
-            attention = functools.partial(self._dense_attention, scores=return_attention_scores)
         context, scores = self._attend(
-            query, key, value, mask, attention_mask, attention, training=training
+            query, key, value, mask, attention_mask, training, return_attention_scores
         )
         if head_mask is not None:
             context = context * self._broadcast_head_mask(head_mask, context.dtype)
@@ -444,9 +445,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         query = _project_heads(self._query_dense, inputs, heads)  # (batch, length, h, key_dim)
         key = _project_heads(self._key_dense, inputs, heads)  # (batch, length, h, key_dim)
         value = _project_heads(self._value_dense, inputs, heads)  # (batch, length, h, value_dim)
-        context, _ = self._attend(
-            query, key, value, mask, None, self._dense_attention, training=training, scores=False
-        )
+        context, _ = self._attend(query, key, value, mask, None, training)
         if head_mask is not None:
             context = context * ops.cast(head_mask, context.dtype)[:, None, :, None]
         output = self._output_dense
@@ -508,37 +507,34 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             query, key = self.project_queries_and_keys(inputs, mask)
             query = query[:, -count:]  # (batch, count, heads, key_dim)
         value = self._value_dense(inputs)  # (batch, length, heads, value_dim)
-        context, _ = self._attend(
-            query,
-            key,
-            value,
-            mask,
-            None,
-            self._explicit_attention,
-            training=training,
-            last_positions=True,
-        )
+        context, _ = self._attend(query, key, value, mask, None, training)
         return self._output_dense(context)  # (batch, count, output_dim)
 
-    def _attend(self, query, key, value, mask, attention_mask, attention, **options):
-        """`attention(query, key, value, mask, attention_mask, **options)`, keys hidden.
+    def _attend(self, query, key, value, mask, attention_mask, training, scores=False):
+        """`(context, scores)` of the projected queries, keys and values, through a kernel.
 
-        Returns `(context, scores)`. float16 queries and keys become float32
-        (float16 overflows at 65504; bfloat16 has float32's range and keeps
-        its dtype); the keys no query may read are hidden, and queries that
-        see a position that is not finite get NaN outputs (see
-        `_hide_keys`). With the option `last_positions=True`, the queries
-        are the last `query.shape[1]` positions; otherwise every position is
-        one.
+        The queries are the last `query.shape[1]` of the positions of the
+        keys (all of them but in `attend_last_positions`); `scores=True`
+        asks for the attention weights. float16 queries and keys become
+        float32 (float16 overflows at 65504; bfloat16 has float32's range
+        and keeps its dtype); the keys no query may read are hidden, and
+        queries that see a position that is not finite get NaN outputs (see
+        `_hide_keys`).
         """
         if keras.backend.standardize_dtype(query.dtype) == "float16":
             query, key = ops.cast(query, "float32"), ops.cast(key, "float32")
-        key, value, broken = self._hide_keys(key, value, mask, attention_mask)
-        context, scores = attention(query, key, value, mask, attention_mask, **options)
+        slots = None
+        if self.is_sparse:  # the pattern's slots, for the kernel and the hidden keys
+            slots = self.attention_pattern.key_indices(ops.shape(key)[1])  # (length, K) each
+        key, value, broken = self._hide_keys(key, value, mask, attention_mask, slots)
+        if self.is_sparse:
+            attention = functools.partial(self._sparse_attention, slots=slots)
+        else:
+            attention = functools.partial(self._dense_attention, scores=scores)
+        context, scores = attention(query, key, value, mask, attention_mask, training)
         if broken is None:
             return context, scores
-        if options.get("last_positions", False):
-            broken = broken[:, -ops.shape(query)[1] :]  # (batch, queries) or (batch, 1)
+        broken = broken[:, -ops.shape(query)[1] :]  # (batch, queries) or (batch, 1)
         context = ops.where(ops.expand_dims(broken, (2, 3)), float("nan"), context)
         if scores is not None:
             scores = ops.where(ops.expand_dims(broken, (1, 3)), float("nan"), scores)
@@ -601,7 +597,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             shape_checked_when_run("attention_mask", attention_mask, (batch, length, length)),
         )
 
-    def _hide_keys(self, key, value, mask, attention_mask):
+    def _hide_keys(self, key, value, mask, attention_mask, slots):
         """`(key, value, broken)`: zeros at the positions a query must not see.
 
         A key weighted by zero still reaches the output through `0 * value`,
@@ -614,7 +610,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         `broken`, boolean `(batch, length)` or `(batch, 1)`, marks the
         queries that see a position that is not finite: their outputs are
         NaN, as without the replacement. It is `None` where no query can
-        miss a position that another one sees.
+        miss a position that another one sees. `slots`, a sparse pattern's
+        `key_indices`, or `None`.
         """
         visible = None if mask is None else ops.cast(mask, "bool")  # (batch, length)
         hides_keys = self.attention_pattern == "causal" or attention_mask is not None
@@ -623,7 +620,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             finite = ops.logical_and(_finite_positions(key), _finite_positions(value))
         broken = None
         if hides_keys:
-            broken = self._rows_with_keys(_all_of(visible, ops.logical_not(finite)), attention_mask)
+            unseen = _all_of(visible, ops.logical_not(finite))
+            broken = self._rows_with_keys(unseen, attention_mask, slots)
         keep = finite if self.additive_mask is not None else _all_of(visible, finite)
         if keep is None:
             return key, value, broken
@@ -673,158 +671,89 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         scores = keras.KerasTensor((batch, self.num_heads, length, keys), self.compute_dtype)
         return output, scores
 
-    # The blockwise path of the dense patterns: `None` (the default) runs it
-    # from `BLOCKWISE_MIN_LENGTH` keys on XLA CPU (JAX and TensorFlow without
-    # an accelerator) and never elsewhere, where fused kernels do better; an
-    # int runs it from that length on every backend.
+    # The blockwise kernel of the dense patterns: `None` (the default) runs
+    # it from `BLOCKWISE_MIN_LENGTH` keys on XLA CPU (JAX and TensorFlow
+    # without an accelerator) and never elsewhere, where fused kernels do
+    # better; an int runs it from that length on every backend.
     blockwise_min_length: int | None = None
-    blockwise_block_size: int = BLOCKWISE_BLOCK_SIZE
-    blockwise_key_block_size: int = BLOCKWISE_KEY_BLOCK_SIZE
+    blockwise_block_size: int = BLOCK_SIZE
+    blockwise_key_block_size: int = KEY_BLOCK_SIZE
 
-    def _runs_blockwise(self, length, mask, attention_mask, training, scores):
-        """Whether the dense step runs block by block (`_blockwise_attention`)."""
+    def _runs_blockwise(self, query, key, mask, attention_mask, training, scores):
+        """Whether the dense step runs `blockwise_attention`."""
         threshold = self.blockwise_min_length
         if threshold is None and _xla_on_cpu():
             threshold = BLOCKWISE_MIN_LENGTH
-        length = static_size(length)
+        length = static_size(key.shape[1])
         if threshold is None or length is None or length < threshold:
             return False
         plain = mask is None and attention_mask is None and self.additive_mask is None
-        return plain and not scores and not (self.dropout > 0 and bool(training))
-
-    def _blockwise_attention(self, query, key, value):
-        """Dense or causal attention one block of queries at a time.
-
-        Each block of `blockwise_block_size` queries (at most half the
-        length; more when the length exceeds `BLOCKWISE_MAX_BLOCKS` such
-        blocks) attends to the keys it may see (under `"causal"`, those up
-        to its last query: fully masked blocks are never computed) in a loop
-        over blocks of `blockwise_key_block_size` keys with an online
-        softmax; the gradient recomputes each step's weights from the saved
-        log-sum-exp, so
-        neither pass holds more than a `(block, key_block)` slice of the
-        weights per head. Padding masks, `attention_mask`, `additive_mask`,
-        active dropout and attention scores take the other paths.
-        """
-        length = query.shape[1]
-        scale = self.query_key_scale
-        if self.logit_scale == "log_length":
-            scale *= math.log(length)  # no mask: every position counts
-        causal = self.attention_pattern == "causal"
-        block = min(self.blockwise_block_size, length // 2)
-        block = max(block, -(-length // BLOCKWISE_MAX_BLOCKS))
-        key_block = self.blockwise_key_block_size
-        return _blockwise(query, key, value, scale, causal, block, key_block)
+        every_query = query.shape[1] == length
+        return plain and every_query and not scores and not (self.dropout > 0 and bool(training))
 
     def _dense_attention(self, query, key, value, mask, attention_mask, training, scores):
-        if self._runs_blockwise(ops.shape(query)[1], mask, attention_mask, training, scores):
-            return self._blockwise_attention(query, key, value), None
-        if self._can_fuse(query, value, training, scores):
-            return self._fused_attention(query, key, value, mask, attention_mask), None
-        return self._explicit_attention(query, key, value, mask, attention_mask, training)
-
-    def _explicit_attention(
-        self, query, key, value, mask, attention_mask, training, last_positions=False
-    ):
-        """Dense attention through the `(queries, length)` weights of each head.
-
-        With `last_positions`, the queries are the last `query.shape[1]` of
-        the `length` positions; otherwise every position is a query.
-        """
-        query = self._scaled(query)
-        length = ops.shape(key)[1]
-        logits = ops.einsum("bqhd,bkhd->bhqk", query, key)  # (batch, heads, queries, length)
+        """The dense kernel of the call: blockwise, or `dense_attention` (fused or explicit)."""
         causal = self.attention_pattern == "causal"
-        allowed = _allowed_keys(length, mask, attention_mask, causal)
-        if allowed is None:
-            allowed = ops.ones((1, length, length), dtype="bool")
-        if last_positions:
-            allowed = allowed[:, -ops.shape(query)[1] :]  # (batch or 1, 1 or queries, length)
-        allowed = ops.expand_dims(allowed, 1)  # (batch or 1, 1, 1 or queries, length)
-        weights = self._masked_softmax(
-            logits, allowed, mask, training, length if last_positions else None
-        )
-        context = ops.einsum("bhqk,bkhd->bqhd", weights, value)  # (batch, queries, heads, v_dim)
-        return context, weights
-
-    def _can_fuse(self, query, value, training, scores):
-        """Whether `ops.dot_product_attention` (fused kernels) computes the step."""
-        dropout_active = self.dropout > 0 and bool(training)
-        exact_mask = self.additive_mask is None
-        fusable = exact_mask and not (scores or dropout_active)
-        return fusable and query.shape[-1] == value.shape[-1]
-
-    def _fused_attention(self, query, key, value, mask, attention_mask):
-        """Dense attention through `ops.dot_product_attention`.
-
-        Its softmax runs in float32 (the XLA paths cast the logits, the
-        cuDNN and flash kernels accumulate in float32); under float16 the
-        queries and keys come in float32, and so the whole step runs in
-        float32. The log-length scale is folded into the query, and rows
-        with no allowed key are zeroed (the kernel would give them uniform
-        weights).
-        """
-        if self.logit_scale == "log_length":
-            query = query * ops.cast(self._log_length(ops.shape(query)[1], mask), query.dtype)
-        # (batch, 1, 1 or length, length), the causal part left to the kernel.
-        fused_mask = _allowed_keys(ops.shape(query)[1], mask, attention_mask, causal=False)
-        if fused_mask is not None:
-            fused_mask = ops.expand_dims(fused_mask, 1)
-        context = ops.dot_product_attention(
+        length = ops.shape(key)[1]
+        if self._runs_blockwise(query, key, mask, attention_mask, training, scores):
+            scale = self.query_key_scale
+            if self.logit_scale == "log_length":
+                scale *= math.log(key.shape[1])  # no mask: every position counts
+            context = blockwise_attention(
+                query,
+                key,
+                value,
+                scale=scale,
+                causal=causal,
+                block_size=self.blockwise_block_size,
+                key_block_size=self.blockwise_key_block_size,
+            )
+            return context, None
+        allowed = _allowed_keys(mask, attention_mask)  # (batch, 1 or length, length)
+        if allowed is not None:
+            allowed = ops.expand_dims(allowed, 1)  # (batch, 1, 1 or length, length)
+        if attention_mask is not None:  # the rows of the queries
+            allowed = allowed[:, :, -ops.shape(query)[1] :]
+        return dense_attention(
             query,
             key,
-            ops.cast(value, query.dtype),
-            mask=fused_mask,
+            value,
+            allowed,
             scale=self.query_key_scale,
-            is_causal=self.attention_pattern == "causal",
-        )  # (batch, length, heads, value_dim)
-        context = ops.cast(context, value.dtype)
-        rows = self._rows_with_keys(mask, attention_mask)
-        if rows is None:
-            return context
-        return ops.where(ops.expand_dims(rows, (2, 3)), context, ops.zeros((), context.dtype))
+            causal=causal,
+            logit_scale=self._logit_scale(length, mask),
+            additive_mask=self.additive_mask,
+            dropout=self._weights_dropout(training),
+            return_weights=scores,
+            implementation=self.implementation,
+        )
 
-    def _rows_with_keys(self, mask, attention_mask):
-        """Boolean `(batch, length)` (or `(batch, 1)`): queries with a visible key."""
-        causal = self.attention_pattern == "causal"
-        if attention_mask is not None:
-            length = ops.shape(attention_mask)[-1]
-            if self.is_sparse:  # the keys of the pattern's slots only
-                indices, valid = self.attention_pattern.key_indices(length)  # (length, K) each
-                allowed = _slot_allowed(indices, valid, mask, attention_mask)  # (b, 1, length, K)
-                return ops.squeeze(ops.any(allowed, axis=-1), axis=1)  # (batch, length)
-            return ops.any(_allowed_keys(length, mask, attention_mask, causal), axis=-1)
-        if mask is None:
-            return None  # every query sees itself, or every key
-        if causal:
-            return ops.cumsum(ops.cast(mask, "int32"), axis=1) > 0  # (batch, length)
-        return ops.any(ops.cast(mask, "bool"), axis=1, keepdims=True)  # (batch, 1)
-
-    @property
-    def query_key_scale(self):
-        """The factor of the query-key dot products: `qk_scale` or `1 / sqrt(key_dim)`."""
-        return self.qk_scale if self.qk_scale is not None else 1.0 / math.sqrt(self.key_dim)
-
-    def _scaled(self, query):
-        """`query * query_key_scale`, the scale of the explicit paths."""
-        return query * ops.cast(self.query_key_scale, query.dtype)
-
-    def _sparse_attention(self, query, key, value, mask, attention_mask, training):
-        query = self._scaled(query)
+    def _sparse_attention(self, query, key, value, mask, attention_mask, training, slots):
+        """The sparse kernel of the call: `offset_attention` or `gathered_attention`."""
         length = ops.shape(query)[1]
-        indices, valid = self.attention_pattern.key_indices(length)  # (length, K) each
-        allowed = _slot_allowed(indices, valid, mask, attention_mask)  # (b or 1, 1, length, K)
+        indices, valid = slots
+        options = {
+            "scale": self.query_key_scale,
+            "logit_scale": self._logit_scale(length, mask),
+            "dropout": self._weights_dropout(training),
+        }
         offsets = self.attention_pattern.static_offsets(length)
         if offsets is None or not self._shifts_sparse_keys(length):
-            return self._gathered_attention(query, key, value, indices, allowed, mask, training)
-        return self._shifted_attention(query, key, value, allowed, mask, training, offsets)
+            allowed = _slot_allowed(indices, valid, mask, attention_mask)  # (b or 1, 1, L, K)
+            return gathered_attention(query, key, value, indices, allowed, **options)
+        # The kernel leaves out the slots before position 0 (`valid`) itself.
+        allowed = _slot_allowed(indices, None, mask, attention_mask)  # (b or 1, 1, L, K) or None
+        return offset_attention(
+            query, key, value, offsets, allowed, implementation=self.implementation, **options
+        )
 
-    # How a pattern of fixed offsets is computed: `None` (the default) shifts
-    # the keys and values on JAX and TensorFlow, and on torch from
-    # `TORCH_SHIFTED_MIN_LENGTH` positions: below it, torch's loop over the
-    # offsets costs more in kernel launches than gathering K copies of the
-    # keys and values (benchmarks/attention_speed.py). A bool forces the
-    # shifted path (`True`) or the gathered one (`False`).
+    # How a pattern of fixed offsets is computed: `None` (the default) runs
+    # `offset_attention` on JAX and TensorFlow, on torch where its native
+    # implementation runs (`implementation="auto"`, not while tracing), and
+    # otherwise on torch from `TORCH_SHIFTED_MIN_LENGTH` positions: below it,
+    # the eager reference loop costs more in kernel launches than gathering
+    # K copies of the keys and values (benchmarks/attention_speed.py). A bool
+    # forces `offset_attention` (`True`) or `gathered_attention` (`False`).
     shifted_sparse_keys: bool | None = None
 
     def _shifts_sparse_keys(self, length):
@@ -832,55 +761,46 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             return self.shifted_sparse_keys
         if keras.backend.backend() != "torch":
             return True
+        if self.implementation == "auto" and has_native("offset_attention"):
+            return True
         size = static_size(length)
         return size is not None and size >= TORCH_SHIFTED_MIN_LENGTH
 
-    def _shifted_attention(self, query, key, value, allowed, mask, training, offsets):
-        """Attention over keys `i - offset`, from shifted views of keys and values.
+    def _rows_with_keys(self, mask, attention_mask, slots):
+        """Boolean `(batch, length)` (or `(batch, 1)`): queries with a visible key.
 
-        One logit per offset and a running sum over offsets for the context:
-        no key- or value-sized tensor is copied per slot, so the step keeps
-        `O(L * K)` logits and `O(L * heads * head_dim)` activations.
+        `slots`, the pattern's `key_indices` for a sparse pattern (which reads
+        an `attention_mask` at them only), or `None`.
         """
-        logits = _offset_logits(query, key, offsets)  # (batch, length, heads, K)
-        logits = ops.transpose(logits, (0, 2, 1, 3))  # (batch, heads, length, K)
-        weights = self._masked_softmax(logits, allowed, mask, training)  # (batch, heads, length, K)
-        slot_weights = ops.transpose(weights, (0, 2, 1, 3))  # (batch, length, heads, K)
-        context = _offset_context(slot_weights, value, offsets)  # (batch, length, heads, value_dim)
-        return context, weights
+        if attention_mask is not None and slots is not None:
+            allowed = _slot_allowed(*slots, mask, attention_mask)  # (batch, 1, length, K)
+            return ops.squeeze(ops.any(allowed, axis=-1), axis=1)  # (batch, length)
+        allowed = _allowed_keys(mask, attention_mask)  # (batch, 1 or length, length)
+        if allowed is None:
+            return None  # every query sees itself, or every key
+        causal = self.attention_pattern == "causal"
+        return rows_with_keys(ops.expand_dims(allowed, 1), causal, ops.shape(allowed)[-1])
 
-    def _gathered_attention(self, query, key, value, indices, allowed, mask, training):
-        gathered_keys = _gather_positions(key, indices)  # (length, K, batch, heads, key_dim)
-        gathered_values = _gather_positions(value, indices)  # (length, K, batch, heads, value_dim)
-        # Products and sums rather than einsums: as a matmul, each query is
-        # a batch of its own (1, key_dim) x (key_dim, K) product.
-        by_position = ops.transpose(query, (1, 0, 2, 3))[:, None]  # (length, 1, batch, heads, dim)
-        logits = ops.sum(by_position * gathered_keys, axis=-1)  # (length, K, batch, heads)
-        logits = ops.transpose(logits, (2, 3, 0, 1))  # (batch, heads, length, K)
-        weights = self._masked_softmax(logits, allowed, mask, training)
-        slot_weights = ops.transpose(weights, (2, 3, 0, 1))[..., None]  # (length, K, b, heads, 1)
-        context = ops.sum(slot_weights * gathered_values, axis=1)  # (length, batch, heads, v_dim)
-        return ops.transpose(context, (1, 0, 2, 3)), weights
+    @property
+    def query_key_scale(self):
+        """The factor of the query-key dot products: `qk_scale` or `1 / sqrt(key_dim)`."""
+        return self.qk_scale if self.qk_scale is not None else 1.0 / math.sqrt(self.key_dim)
 
-    def _masked_softmax(self, logits, allowed, mask, training, length=None):
-        """Softmax weights `(batch, heads, queries, keys)` of the allowed keys, dropped out.
+    def _logit_scale(self, length, mask):
+        """The log-length scale of the logits, `(batch or 1, 1, 1, 1)`, or `None`."""
+        if self.logit_scale == "none":
+            return None
+        return self._log_length(length, mask)
 
-        `length`, the sequence's length, is given when the queries are its
-        last positions only (`None`: every position is a query).
+    def _weights_dropout(self, training):
+        """The dropout of the attention weights, or `None` when it is not active.
+
+        For the last positions of a sequence, masks are drawn for the weights
+        computed only: the same distribution as the whole sequence's.
         """
-        logits = ops.cast(logits, "float32")
-        if self.logit_scale == "log_length":
-            positions = ops.shape(logits)[2] if length is None else length
-            logits = logits * self._log_length(positions, mask)
-        if self.additive_mask is None:
-            logits = ops.where(allowed, logits, MASKED_LOGIT)
-            weights = ops.softmax(logits, axis=-1)
-            # A row with no allowed key gets zero weights instead of a uniform leak.
-            weights = ops.where(ops.any(allowed, axis=-1, keepdims=True), weights, 0.0)
-        else:
-            weights = ops.softmax(logits + ops.where(allowed, 0.0, self.additive_mask), axis=-1)
-        weights = ops.cast(weights, self.compute_dtype)
-        return self._dropout_layer(weights, training=training)
+        if not (self.dropout > 0 and training):
+            return None
+        return functools.partial(self._dropout_layer, training=True)
 
     def _log_length(self, length, mask):
         """`log n` per example, `(batch, 1, 1, 1)`, n = unmasked positions."""
@@ -916,36 +836,41 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             "kernel_regularizer",
             "bias_regularizer",
             "seed",
+            "implementation",
         )
         return {**super().get_config(), **argument_config(self, arguments)}
 
 
 def _slot_allowed(indices, valid, mask, attention_mask=None):
-    """Boolean `(batch or 1, 1, length, K)`: the used key slots whose key is not masked.
+    """Boolean `(batch or 1, 1, length, K)`: the key slots that `valid` uses and no mask hides.
 
-    `mask` masks keys, `(batch, length)`; `attention_mask`, `(batch, length,
-    length)`, is read at each query's slot keys.
+    `valid`, boolean `(length, K)` or `None` (every slot); `mask` masks
+    keys, `(batch, length)`; `attention_mask`, `(batch, length, length)`, is
+    read at each query's slot keys. `None` when none of the three is given.
     """
-    allowed = ops.expand_dims(ops.cast(valid, "bool"), 0)  # (1, length, K)
+    allowed = []
+    if valid is not None:
+        allowed.append(ops.expand_dims(ops.cast(valid, "bool"), 0))  # (1, length, K)
     if mask is not None:
-        allowed = ops.logical_and(allowed, _lookup(mask, indices))  # (batch, length, K)
+        allowed.append(_lookup(mask, indices))  # (batch, length, K)
     if attention_mask is not None:
         length = ops.shape(indices)[0]
         rows = ops.arange(0, length, dtype=indices.dtype)[:, None]  # (length, 1)
         # (batch, length * length): query i's row of keys from entry i * length.
         flat = ops.reshape(attention_mask, (ops.shape(attention_mask)[0], -1))
-        allowed = ops.logical_and(allowed, _lookup(flat, rows * length + indices))
-    return ops.expand_dims(allowed, 1)  # (batch or 1, 1, length, K)
+        allowed.append(_lookup(flat, rows * length + indices))  # (batch, length, K)
+    allowed = _all_of(*allowed)
+    return None if allowed is None else ops.expand_dims(allowed, 1)
 
 
 def _lookup(values, entries):
     """Boolean `values[:, entries]` of a `(batch, n)` mask, `(batch, length, K)`.
 
-    A row lookup through `_gather_positions`, which exports to ONNX from
+    A row lookup through `gather_positions`, which exports to ONNX from
     torch (`take` on axis 1 does not).
     """
     as_positions = ops.expand_dims(ops.cast(values, "int32"), (2, 3))  # (batch, n, 1, 1)
-    picked = _gather_positions(as_positions, entries)[..., 0, 0]  # (length, K, batch)
+    picked = gather_positions(as_positions, entries)[..., 0, 0]  # (length, K, batch)
     return ops.transpose(picked, (2, 0, 1)) > 0  # (batch, length, K)
 
 
@@ -958,19 +883,15 @@ def _without_keras_mask(inputs):
     return ops.add(inputs, ops.zeros((), inputs.dtype))
 
 
-def _allowed_keys(length, mask, attention_mask, causal):
-    """Boolean `(batch or 1, 1 or length, length)`: whether query `i` may see key `j`.
+def _allowed_keys(mask, attention_mask):
+    """Boolean `(batch, 1 or length, length)`: whether query `i` may see key `j`, or `None`.
 
-    The logical and of the causal mask, the padding `mask` (on the keys) and
-    `attention_mask`, of those that apply; `None` when every key is visible.
+    The logical and of the padding `mask` (on the keys) and `attention_mask`,
+    of those given; `None` when every key is visible. Boolean masks gain axes
+    with `expand_dims`: indexing with `None` becomes a strided slice that the
+    TFLite converter keeps as a TensorFlow op.
     """
-    # Boolean masks gain axes with `expand_dims`: indexing with `None` becomes
-    # a strided slice that the TFLite converter keeps as a TensorFlow op.
     allowed = []
-    if causal:
-        positions = ops.arange(0, length)
-        causal_mask = ops.expand_dims(positions, 1) >= ops.expand_dims(positions, 0)
-        allowed.append(ops.expand_dims(causal_mask, 0))  # (1, length, length)
     if mask is not None:
         allowed.append(ops.expand_dims(ops.cast(mask, "bool"), 1))  # (batch, 1, length)
     if attention_mask is not None:
@@ -1042,13 +963,18 @@ def _self_attention_arguments(args, kwargs):
 def add_bias(x, bias):
     """`x + bias`, broadcast from the last axes on every backend.
 
-    Keras' TensorFlow `ops.add(x, bias)` turns a bias with one axis of size
-    above 1 into `tf.nn.bias_add`, which adds it along axis 1 when that
-    axis has its size and the last one does not: a `(num_heads, 1)` bias
-    (heads of size 1) went along the length axis when
+    Keras' TensorFlow `ops.add(x1, x2)` turns an `x2` with one axis of size
+    above 1 into `tf.nn.bias_add`, which adds it along axis 1 of `x1` when
+    that axis has its size and the last one does not: a `(num_heads, 1)`
+    bias (heads of size 1) went along the length axis when
     `length == num_heads`. `keras.layers.MultiHeadAttention` has the same
-    error. With the bias first, the sum broadcasts like numpy.
+    error. So the bias comes first, with `x`'s rank (leading axes of size
+    1): then only an `x` of one axis above size 1 takes `bias_add`, along
+    the bias's last axis, which is that axis (a `(1, 1, 1, key_dim)` query
+    of one token and one head; a bias of lower rank gave a tensor of the
+    bias's shape there).
     """
+    bias = ops.reshape(bias, (1,) * (len(x.shape) - len(bias.shape)) + tuple(bias.shape))
     return ops.add(bias, x)
 
 
@@ -1073,411 +999,9 @@ class _ProjectionDense(keras.layers.EinsumDense):
         return add_bias(outputs, self.bias)
 
 
-class _Slots:
-    """The slots of `offsets` that reach a key (`offset < length`), for a loop over them.
-
-    `slot(n)` and `shift(n)` are the slot number and offset of the `n`-th
-    reachable slot: Python ints when the loop index is one (`fori_loop`
-    runs as a Python loop on torch), so each step slices statically with no
-    read-back of a tensor index to the host, and int32 scalars read from a
-    constant table when the loop is compiled (a `while` loop under XLA).
-    The tables are made inside the step that reads them: made outside, they
-    are arrays the loop body closes over, which jax2onnx cannot lower.
-    """
-
-    def __init__(self, offsets, length):
-        used = [(slot, offset) for slot, offset in enumerate(offsets) if offset < length]
-        self.slots = [slot for slot, _ in used]
-        self.shifts = [offset for _, offset in used]
-        self.count = len(used)
-        self.reach = max(self.shifts, default=0)
-        # torch's `fori_loop` is a Python loop that takes any carry.
-        self.by_column = keras.backend.backend() == "torch"
-        self.slot_major = self.by_column and length >= TORCH_SLOT_MAJOR_MIN_LENGTH
-
-    def slot(self, n):
-        return self.slots[n] if isinstance(n, int) else _read(self.slots, n)
-
-    def shift(self, n):
-        return self.shifts[n] if isinstance(n, int) else _read(self.shifts, n)
-
-    def write(self, logits, n, column):
-        """`logits` `(batch, length, heads, K)` with slot `slot(n)` set to `column`.
-
-        On torch, whose `fori_loop` is a Python loop that takes any carry,
-        the logits become a tuple of `K` columns `(batch, length, heads, 1)`,
-        one of them replaced per offset and concatenated once by
-        `_offset_loops`: writing into a tensor copies all of it per offset
-        (about a seventh of a step at 8,192). TensorFlow's loop keeps its
-        carry's structure, also run eagerly with an int index, so it writes a
-        column into the tensor; under XLA a select, which exports to ONNX
-        from TensorFlow (a dynamic update does not).
-        """
-        if self.by_column:
-            if not isinstance(logits, tuple):
-                logits = tuple(logits[..., k : k + 1] for k in range(logits.shape[-1]))
-            slot = self.slots[n]
-            return (*logits[:slot], column, *logits[slot + 1 :])
-        if isinstance(n, int):
-            return ops.slice_update(logits, (0, 0, 0, self.slots[n]), column)
-        slot_ids = ops.arange(0, logits.shape[-1], dtype="int32")  # (K,)
-        return ops.where(slot_ids == self.slot(n), column, logits)
-
-    def columns(self, weights):
-        """`weights` `(batch, length, heads, K)` as `weights(..., n)` reads them.
-
-        On torch from `TORCH_SLOT_MAJOR_MIN_LENGTH` positions slot-major,
-        `(K, batch, length, heads)` and contiguous, so that each slot's
-        column is contiguous: read with a stride, a column touches every
-        cache line of the weights. Unchanged elsewhere.
-        """
-        if not self.slot_major:
-            return weights
-        slot_major = ops.transpose(weights, (3, 0, 1, 2))  # (K, batch, length, heads)
-        # Reshaped to two axes, a transposed tensor is copied into its new order.
-        copied = ops.reshape(slot_major, (weights.shape[-1], -1))  # (K, batch * length * heads)
-        return ops.reshape(copied, ops.shape(slot_major))
-
-    def weights(self, weights, n):
-        """`weights[..., slot(n), None]` of `columns(weights)`, `(batch, length, heads, 1)`."""
-        if self.slot_major:
-            return ops.expand_dims(weights[self.slots[n]], -1)
-        if isinstance(n, int):
-            return weights[..., self.slots[n], None]
-        return ops.take(weights, self.slot(n), axis=-1)[..., None]
-
-
-def _read(values, n):
-    """`values[n]` for a list of ints and a tensor index, from an int32 constant."""
-    return ops.take(ops.convert_to_tensor(values, "int32"), n)
-
-
-def _gather_positions(x, indices):
-    """`x[:, indices]` as `(*indices.shape, batch, heads, dim)`, rows of a 2-D table.
-
-    A row lookup (`take` on axis 0 of a matrix) is one `Gather` in every
-    export; torch's `take` on another axis exports to ONNX a `Squeeze` that
-    ONNX Runtime rejects.
-    """
-    positions = ops.transpose(x, (1, 0, 2, 3))  # (length, batch, heads, dim)
-    table = ops.reshape(positions, (ops.shape(x)[1], -1))  # (length, batch * heads * dim)
-    rows = ops.take(table, ops.reshape(indices, (-1,)), axis=0)  # (length * K, batch * heads * dim)
-    return ops.reshape(rows, (*ops.shape(indices), *ops.shape(positions)[1:]))
-
-
-def _padded(x, before, after):
-    """`x` with `before` and `after` zero steps around axis 1."""
-    parts = [x]
-    if before:
-        parts.insert(0, ops.zeros((ops.shape(x)[0], before, *x.shape[2:]), x.dtype))
-    if after:
-        parts.append(ops.zeros((ops.shape(x)[0], after, *x.shape[2:]), x.dtype))
-    return ops.concatenate(parts, axis=1) if len(parts) > 1 else x
-
-
-def _window(padded, start, length):
-    """`padded[:, start : start + length]`, `start` a Python int (a loop on torch) or a tensor."""
-    if isinstance(start, int):  # a view, without op dispatch
-        return padded[:, start : start + length]
-    return ops.slice(padded, (0, start, 0, 0), (ops.shape(padded)[0], length, *padded.shape[2:]))
-
-
-def _loop(count, step, initial, held):
-    """`ops.fori_loop(0, count, ...)` of `step(n, state, held)`, `held` carried unchanged.
-
-    The loop's step reads the arrays `held` from the carry, never from a
-    closure: jax2onnx (ONNX export from JAX) lowers the arrays a loop body
-    closes over as constants, which the model's traced inputs cannot be.
-    Under XLA the unchanged carry is the same buffer at every step.
-    """
-
-    def body(n, carry):
-        state, arrays = carry
-        return step(n, state, arrays), arrays
-
-    return ops.fori_loop(0, count, body, (initial, held))[0]
-
-
-# The sums over offsets below run as loops (one shifted view alive at a
-# time): written as unrolled Python loops, XLA materializes every shifted
-# view, K copies of the keys and values. Each is a `(make_step, initial
-# value)` pair; `make_step(slots)` returns the step and the arrays it
-# reads, and `_offset_loops` runs several sums as one loop, so that the
-# backward pass runs two loops over the offsets, not four.
-
-
-def _offset_loops(offsets, length, *sums):
-    """The totals of `sums`, `(make_step, initial)` pairs, from one loop over the slots."""
-    slots = _Slots(offsets, length)
-    steps, held = zip(*(make_step(slots) for make_step, _ in sums), strict=True)
-
-    def step(n, totals, arrays):
-        return tuple(
-            step(n, total, *reads) for step, total, reads in zip(steps, totals, arrays, strict=True)
-        )
-
-    totals = _loop(slots.count, step, tuple(initial for _, initial in sums), held)
-    # Logits written as columns (torch, `_Slots.write`) become one tensor.
-    return tuple(ops.concatenate(t, axis=-1) if isinstance(t, tuple) else t for t in totals)
-
-
-def _dots(a, b, offsets):
-    """`a[:, i] . b[:, i - offset]` per head and offset, `(batch, length, heads, K)`."""
-
-    def make_step(slots):
-        back = slots.reach
-
-        def step(n, logits, a, padded):
-            view = _window(padded, back - slots.shift(n), b.shape[1])  # b[:, i - offset]
-            # The sum over `dim` as a product with ones: written as a sum, JAX's
-            # XLA CPU hands it to a reduce fusion that made the step 3-6x slower.
-            summed = ops.ones((a.shape[-1], 1), a.dtype)  # (dim, 1)
-            dots = ops.matmul(a * view, summed)  # (batch, length, heads, 1)
-            return slots.write(logits, n, dots)
-
-        return step, (a, _padded(b, back, 0))  # padded: (batch, back + length, heads, dim)
-
-    slot_logits = ops.zeros_like(a[..., :1]) + ops.zeros((len(offsets),), a.dtype)
-    return make_step, slot_logits  # (batch, length, heads, K)
-
-
-def _mix(weights, b):
-    """`sum_j weights[:, i, :, j] * b[:, i - offsets[j]]`, `(batch, length, heads, dim)`."""
-
-    def make_step(slots):
-        back = slots.reach
-
-        def step(n, total, weights, padded):
-            view = _window(padded, back - slots.shift(n), b.shape[1])  # b[:, i - offset]
-            return total + slots.weights(weights, n) * view
-
-        # padded: (batch, back + length, heads, dim)
-        return step, (slots.columns(weights), _padded(b, back, 0))
-
-    return make_step, ops.zeros_like(b)
-
-
-def _scatter(weights, a):
-    """The transpose of `_mix` in `b`: `sum_j (weights_j * a)[:, i + offsets[j]]`."""
-
-    def make_step(slots):
-        def step(n, total, padded_weights, padded):
-            shift = slots.shift(n)
-            column = slots.weights(padded_weights, n)  # (batch, length + reach, heads, 1)
-            slot_weights = _window(column, shift, a.shape[1])  # (batch, length, heads, 1)
-            view = _window(padded, shift, a.shape[1])  # a[:, i + offset]
-            return total + slot_weights * view  # (weights_j * a)[:, i + o_j]
-
-        # (batch, length + reach, heads, K) and (batch, length + reach, heads, dim)
-        padded_weights = slots.columns(_padded(weights, 0, slots.reach))
-        return step, (padded_weights, _padded(a, 0, slots.reach))
-
-    return make_step, ops.zeros_like(a)
-
-
-def _offset_logits(query, key, offsets):
-    """The offset logits `_dots(query, key)` with a gradient that keeps no shifted copy.
-
-    The gradients are themselves sums over offsets of shifted views
-    (`dq = mix(g, key)`, `dk = scatter(g, query)`), so the backward pass,
-    like the forward one, holds one key-sized accumulator per sum at a time.
-    """
-    length = query.shape[1]
-
-    @ops.custom_gradient
-    def logits(query, key):
-        def grad(*args, upstream=None):
-            upstream = args[0] if upstream is None else upstream
-            return _offset_loops(offsets, length, _mix(upstream, key), _scatter(upstream, query))
-
-        return _offset_loops(offsets, length, _dots(query, key, offsets))[0], grad
-
-    return logits(query, key)
-
-
-def _offset_context(weights, value, offsets):
-    """The context `_mix(weights, value)` with a gradient that keeps no shifted copy."""
-    length = value.shape[1]
-
-    @ops.custom_gradient
-    def context(weights, value):
-        def grad(*args, upstream=None):
-            upstream = args[0] if upstream is None else upstream
-            return _offset_loops(
-                offsets,
-                length,
-                _dots(upstream, value, offsets),
-                _scatter(weights, upstream),
-            )
-
-        return _offset_loops(offsets, length, _mix(weights, value))[0], grad
-
-    return context(weights, value)
-
-
 @functools.cache
 def _xla_on_cpu():
     """Whether the backend compiles with XLA and has no accelerator."""
     if keras.backend.backend() not in ("jax", "tensorflow"):
         return False
     return all(device.startswith("cpu") for device in keras.distribution.list_devices())
-
-
-def _query_blocks(length, block, causal):
-    """`(start, end, keys)` per block of queries: queries `[start, end)` see keys `[0, keys)`."""
-    for start in range(0, length, block):
-        end = min(start + block, length)
-        yield start, end, end if causal else length
-
-
-class _KeyBlocks:
-    """Keys and values cut into blocks of `size`, for loops that read one block at a time.
-
-    Keys and values are zero-padded to a whole number of blocks; the
-    padding, like the future under `"causal"`, is masked out of every
-    block's logits.
-    """
-
-    def __init__(self, key, value, size, scale, causal):
-        self.length, self.size, self.scale, self.causal = key.shape[1], size, scale, causal
-        tail = -self.length % size
-        self.key = _padded(key, 0, tail)  # (batch, blocks * size, heads, key_dim)
-        self.value = _padded(value, 0, tail)  # (batch, blocks * size, heads, value_dim)
-
-    def count(self, keys):
-        """The number of blocks that hold keys `[0, keys)`."""
-        return -(-keys // self.size)
-
-    def start(self, n):
-        return n * self.size
-
-    def block(self, padded, n):
-        """Block `n` of `padded` keys or values, `(batch, size, heads, dim)`."""
-        return _window(padded, self.start(n), self.size)
-
-    def logits(self, query_block, key, start, n):
-        """Scaled float32 logits of queries `start...` on block `n` of `key`, `(b, h, q, size)`."""
-        logits = ops.einsum("bqhd,bkhd->bhqk", query_block, self.block(key, n)) * self.scale
-        rows = ops.arange(start, start + query_block.shape[1])[:, None]  # (q, 1)
-        columns = ops.arange(0, self.size)[None, :] + self.start(n)  # (1, size)
-        allowed = columns < self.length
-        if self.causal:
-            allowed = allowed & (rows >= columns)
-        return ops.where(allowed, logits, MASKED_LOGIT)
-
-
-def _blockwise(query, key, value, scale, causal, block, key_block):
-    """`softmax(scale * Q K^T) V` per head, block by block, with a recomputing gradient.
-
-    Each block of `block` queries loops over the blocks of `key_block` keys
-    it may see with an online softmax (a running maximum, sum and output),
-    so a step holds one `(block, key_block)` slice of the logits per head.
-    Computed in float32 and returned in `value`'s dtype (the gradients in
-    their inputs' dtypes).
-    """
-    dtypes = [x.dtype for x in (query, key, value)]
-
-    @ops.custom_gradient
-    def attend(query, key, value):
-        query, key, value = (ops.cast(x, "float32") for x in (query, key, value))
-        blocks = _KeyBlocks(key, value, key_block, scale, causal)
-        outputs, log_sums = [], []
-        for start, end, keys in _query_blocks(query.shape[1], block, causal):
-            output, log_sum = _attend_block(query[:, start:end], start, blocks, keys)
-            outputs.append(output)
-            log_sums.append(log_sum)
-        output = ops.concatenate(outputs, axis=1)  # (batch, length, heads, value_dim)
-        log_sum = ops.concatenate(log_sums, axis=2)  # (batch, heads, length, 1)
-
-        def grad(*args, upstream=None):
-            upstream = args[0] if upstream is None else upstream
-            grads = _blockwise_grads(
-                query, blocks, output, log_sum, ops.cast(upstream, "float32"), block
-            )
-            return tuple(ops.cast(g, dtype) for g, dtype in zip(grads, dtypes, strict=True))
-
-        return ops.cast(output, dtypes[2]), grad
-
-    return attend(query, key, value)
-
-
-def _attend_block(query_block, start, blocks, keys):
-    """One block of queries over the key blocks holding keys `[0, keys)`, online softmax.
-
-    Returns its output `(batch, q, heads, value_dim)` and its log-sum-exp
-    `(batch, heads, q, 1)`.
-    """
-
-    def step(n, carry, held):
-        query_block, key, value = held
-        peak, total, output = carry
-        logits = blocks.logits(query_block, key, start, n)  # (batch, heads, q, size)
-        new_peak = ops.maximum(peak, ops.max(logits, axis=-1, keepdims=True))
-        weights = ops.exp(logits - new_peak)
-        decay = ops.exp(peak - new_peak)  # (batch, heads, q, 1)
-        total = total * decay + ops.sum(weights, axis=-1, keepdims=True)
-        values = blocks.block(value, n)  # (batch, size, heads, value_dim)
-        update = ops.einsum("bhqk,bkhd->bqhd", weights, values)  # (batch, q, heads, value_dim)
-        return new_peak, total, output * ops.transpose(decay, (0, 2, 1, 3)) + update
-
-    # Zeros made from the queries, not from their shape: a symbolic batch
-    # (an export's) cannot size `ops.full` in jax2onnx.
-    column = ops.zeros_like(query_block[..., :1])  # (batch, q, heads, 1)
-    row_statistic = ops.transpose(column, (0, 2, 1, 3))  # (batch, heads, q, 1)
-    output = column + ops.zeros((blocks.value.shape[-1],), "float32")  # (batch, q, heads, v)
-    initial = (row_statistic + MASKED_LOGIT, row_statistic, output)
-    held = (query_block, blocks.key, blocks.value)
-    peak, total, output = _loop(blocks.count(keys), step, initial, held)
-    return output / ops.transpose(total, (0, 2, 1, 3)), peak + ops.log(total)
-
-
-def _blockwise_grads(query, blocks, output, log_sum, upstream, block):
-    """Gradients of `_blockwise` in query, key and value, each block's weights recomputed."""
-    length = query.shape[1]
-    # (batch, heads, length, 1): sum_d dO * O, the softmax's correction term.
-    correction = ops.expand_dims(ops.transpose(ops.sum(upstream * output, axis=-1), (0, 2, 1)), -1)
-    query_grads = []
-    key_grad, value_grad = ops.zeros_like(blocks.key), ops.zeros_like(blocks.value)
-    for start, end, keys in _query_blocks(length, block, blocks.causal):
-        rows = slice(start, end)
-        step = _gradient_step(
-            query[:, rows],
-            upstream[:, rows],
-            log_sum[:, :, rows],
-            correction[:, :, rows],
-            start,
-            blocks,
-        )
-        initial = (ops.zeros_like(query[:, rows]), key_grad, value_grad)
-        query_grad, key_grad, value_grad = ops.fori_loop(0, blocks.count(keys), step, initial)
-        query_grads.append(query_grad)
-    unpadded = slice(0, blocks.length)
-    return ops.concatenate(query_grads, axis=1), key_grad[:, unpadded], value_grad[:, unpadded]
-
-
-def _gradient_step(query_block, upstream_block, log_sum, correction, start, blocks):
-    """The loop step over key blocks of one query block's gradients."""
-
-    def step(n, carry):
-        query_grad, key_grad, value_grad = carry
-        logits = blocks.logits(query_block, blocks.key, start, n)  # (batch, heads, q, k)
-        weights = ops.exp(logits - log_sum)
-        values = blocks.block(blocks.value, n)  # (batch, k, heads, value_dim)
-        weight_grads = ops.einsum("bqhd,bkhd->bhqk", upstream_block, values)
-        logit_grads = weights * (weight_grads - correction) * blocks.scale
-        keys = blocks.block(blocks.key, n)  # (batch, k, heads, key_dim)
-        query_grad = query_grad + ops.einsum("bhqk,bkhd->bqhd", logit_grads, keys)
-        key_part = ops.einsum("bhqk,bqhd->bkhd", logit_grads, query_block)  # (batch, k, heads, d)
-        value_part = ops.einsum("bhqk,bqhd->bkhd", weights, upstream_block)  # (batch, k, heads, v)
-        key_grad = _add_to_block(key_grad, blocks, n, key_part)
-        value_grad = _add_to_block(value_grad, blocks, n, value_part)
-        return query_grad, key_grad, value_grad
-
-    return step
-
-
-def _add_to_block(total, blocks, n, part):
-    """`total` with `part` added to key block `n` (in place under XLA)."""
-    start = blocks.start(n)
-    current = _window(total, start, blocks.size)
-    return ops.slice_update(total, (0, start, 0, 0), current + part)

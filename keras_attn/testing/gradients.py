@@ -66,3 +66,56 @@ def _torch(layer, x, cotangent, call_kwargs):
     loss = (output.float() * torch.tensor(cotangent)).sum()
     grads = torch.autograd.grad(loss, [x, *[v.value for v in layer.trainable_variables]])
     return output.detach(), grads
+
+
+def function_output_and_gradients(function, inputs, seed=1, dtype="float32"):
+    """The output of `function(*inputs)` and the gradients of a fixed projection of it.
+
+    As `output_and_gradients`, for a function of tensors, such as an
+    attention kernel: the loss is `sum(output * r)` with `r` drawn from
+    `seed`, and the gradients are those in each of `inputs`.
+
+    Args:
+        function: callable taking the tensors `inputs` and returning one tensor.
+        inputs: numpy arrays.
+        seed: int, seed of the cotangent `r`.
+        dtype: the dtype the inputs are cast to before the call.
+
+    Returns:
+        `(output, gradients)`, numpy arrays in float32, one gradient per input.
+    """
+    inputs = [keras.ops.cast(x, dtype) for x in inputs]
+    output_shape = tuple(function(*inputs).shape)
+    cotangent = np.random.default_rng(seed).normal(size=output_shape).astype("float32")
+    cotangent = keras.ops.convert_to_tensor(cotangent)
+    backend = keras.backend.backend()
+
+    def loss(*tensors):
+        output = function(*tensors)
+        return keras.ops.sum(keras.ops.cast(output, "float32") * cotangent), output
+
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        tensors = list(inputs)
+        with tf.GradientTape() as tape:
+            tape.watch(tensors)
+            total, output = loss(*tensors)
+        grads = tape.gradient(total, tensors)
+    elif backend == "jax":
+        import jax
+
+        argnums = tuple(range(len(inputs)))
+        grads, output = jax.grad(loss, argnums=argnums, has_aux=True)(*inputs)
+    else:
+        import torch
+
+        tensors = [x.detach().requires_grad_() for x in inputs]
+        total, output = loss(*tensors)
+        grads = torch.autograd.grad(total, tensors)
+    as_float32 = [keras.ops.cast(g, "float32") for g in grads]
+    return _numpy(keras.ops.cast(output, "float32")), [_numpy(g) for g in as_float32]
+
+
+def _numpy(tensor):
+    return keras.ops.convert_to_numpy(tensor)

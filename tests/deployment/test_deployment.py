@@ -94,3 +94,28 @@ def test_onnx_from_torch_with_an_unknown_batch_fails_upstream_on_a_layer_norm(tm
 def test_every_layer_and_builder(case, path, tmp_path):
     limited = upstream_limit(case, path, BACKEND) is not None
     assert check(case, path, tmp_path) == ("upstream limit" if limited else "works")
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch's native kernels run eagerly only.")
+def test_onnx_export_from_torch_traces_the_reference_kernels(tmp_path, monkeypatch):
+    """The eager call runs the native kernels; the exported graph holds the references."""
+    import importlib
+
+    native = importlib.import_module("keras_attn.kernels._torch").NATIVE
+    calls = []
+    for name, kernel in list(native.items()):
+
+        def counted(*args, name=name, kernel=kernel, **kwargs):
+            calls.append(name)
+            return kernel(*args, **kwargs)
+
+        monkeypatch.setitem(native, name, counted)
+    inputs = keras.Input(shape=(9, 8), name="inputs")
+    x = layers.MultiHeadSelfAttention(2, 4, attention_pattern="causal")(inputs)
+    model = keras.Model(inputs, layers.LogSparseAttention(2, 4)(x))
+    data = np.random.default_rng(0).normal(size=(2, 9, 8)).astype("float32")
+    expected = keras.ops.convert_to_numpy(model(data))
+    assert calls == ["dense_attention", "offset_attention"]
+    served = PATHS["onnx"][1](model, data, tmp_path)[0]
+    assert calls == ["dense_attention", "offset_attention"]  # none while exporting
+    np.testing.assert_allclose(served, expected, atol=ATOL)

@@ -6,8 +6,8 @@ import keras
 import pytest
 from keras import ops
 
+from keras_attn.kernels._shared import MASKED_LOGIT
 from keras_attn.layers import MultiHeadSelfAttention
-from keras_attn.layers.multi_head_self_attention import MASKED_LOGIT
 from keras_attn.testing import LayerChecks
 from keras_attn.testing.reference import attention_num_params
 
@@ -15,15 +15,18 @@ pytestmark = pytest.mark.backend_agnostic
 
 
 class _Float16Softmax(MultiHeadSelfAttention):
-    """Computes the masked softmax in the compute dtype, as a naive layer would."""
+    """Computes the causal masked softmax in the compute dtype, as a naive layer would."""
 
-    def _can_fuse(self, query, value, training, scores):
-        return False  # the explicit path, whose softmax this layer breaks
-
-    def _masked_softmax(self, logits, allowed, mask, training, length=None):
-        logits = ops.cast(logits, self.compute_dtype)  # the core's come in float32
+    def _dense_attention(self, query, key, value, mask, attention_mask, training, scores):
+        query, key = (ops.cast(x, self.compute_dtype) for x in (query, key))
+        logits = ops.einsum("bqhd,bkhd->bhqk", query * self.query_key_scale, key)
+        positions = ops.arange(0, ops.shape(key)[1])
+        allowed = positions[:, None] >= positions[None, :]  # (length, length)
+        if mask is not None:
+            allowed = ops.logical_and(allowed, ops.cast(mask, "bool")[:, None, None, :])
         masked = ops.where(allowed, logits, ops.cast(MASKED_LOGIT, logits.dtype))
-        return self._dropout_layer(ops.softmax(masked, axis=-1), training=training)
+        weights = ops.softmax(masked, axis=-1)  # (batch, heads, length, length)
+        return ops.einsum("bhqk,bkhd->bqhd", weights, value), weights
 
 
 class _ExtraWeight(MultiHeadSelfAttention):

@@ -9,7 +9,6 @@ from keras_attn.layers import (
     LogSparsePattern,
     MultiHeadSelfAttention,
 )
-from keras_attn.layers import multi_head_self_attention as core
 from keras_attn.layers.attention_pattern import AttentionPattern
 from keras_attn.testing import LayerChecks
 from keras_attn.testing.arrays import allclose, assert_allclose, assert_array_equal, to_numpy
@@ -383,24 +382,22 @@ if keras.backend.backend() == "jax":
     GRADIENT_PATTERNS = ["local_5", "restart_24", "window_3"]
 
 
-# torch reads the weights slot-major from `TORCH_SLOT_MAJOR_MIN_LENGTH`, lowered here to 8.
-SLOT_MAJOR_FROM = [None, 8] if keras.backend.backend() == "torch" else [None]
+# torch has a native offset kernel: its reference runs too.
+IMPLEMENTATIONS = ["auto", "reference"] if keras.backend.backend() == "torch" else ["auto"]
 
 
-@pytest.mark.parametrize("slot_major_from", SLOT_MAJOR_FROM)
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @pytest.mark.parametrize("name", GRADIENT_PATTERNS)
-def test_shifted_attention_equals_gathered_attention_with_gradients(
-    name, slot_major_from, monkeypatch
-):
-    """The offset path (shifted views, custom gradient) against the gathered keys."""
-    if slot_major_from is not None:
-        monkeypatch.setattr(core, "TORCH_SLOT_MAJOR_MIN_LENGTH", slot_major_from)
+def test_shifted_attention_equals_gathered_attention_with_gradients(name, implementation):
+    """The offset kernel (shifted views, custom gradient) against the gathered keys."""
     x = np.random.default_rng(0).normal(size=(2, 37, 8)).astype("float32")
     mask = np.ones((2, 37), bool)
     mask[0, :5] = False  # the first rows of example 0 see no key at all
     mask[1, 10:20] = False
-    shifted = MultiHeadSelfAttention(2, 4, attention_pattern=OFFSET_PATTERNS[name])
-    shifted.shifted_sparse_keys = True  # torch gathers below TORCH_SHIFTED_MIN_LENGTH
+    shifted = MultiHeadSelfAttention(
+        2, 4, attention_pattern=OFFSET_PATTERNS[name], implementation=implementation
+    )
+    shifted.shifted_sparse_keys = True  # torch's reference gathers below 1,024 positions
     gathered = MultiHeadSelfAttention(2, 4, attention_pattern=_Gathered(OFFSET_PATTERNS[name]))
     shifted(x)
     gathered(x)
@@ -450,26 +447,31 @@ def test_training_step_keeps_no_per_slot_copy_of_keys_or_values():
     assert _planned_temp_bytes(_Gathered(LogSparsePattern("pure")), length) > 24 * key_sized
 
 
-def test_torch_training_step_reads_no_tensor_back_to_the_host():
-    """The offset loop slices with Python ints on torch: no `item()` per offset.
+@pytest.mark.parametrize(
+    ("implementation", "shifted"),
+    [("auto", None), ("reference", True), ("reference", False)],
+    ids=["native", "reference loop", "gathered"],
+)
+def test_torch_training_step_reads_no_tensor_back_to_the_host(implementation, shifted):
+    """The offset loops slice with Python ints on torch: no `item()` per offset.
 
     Reading a tensor index back to the host (`aten::item`) synchronizes a GPU
     and cost a LogSparse step tens of milliseconds whatever its length.
     """
     if keras.backend.backend() != "torch":
         pytest.skip("Counts torch operator calls.")
-    for shifted in (True, False):
-        names = _torch_training_step_ops(shifted, length=64)
-        assert "aten::bmm" in names or "aten::mul" in names  # the profile saw the step
-        assert "aten::item" not in names and "aten::_local_scalar_dense" not in names
+    names = _torch_training_step_ops(implementation, shifted, length=64)
+    assert "aten::mul" in names  # the profile saw the step
+    assert "aten::item" not in names and "aten::_local_scalar_dense" not in names
+    assert ("aten::addcmul_" in names) is (implementation == "auto")  # the native loop ran
 
 
-def _torch_training_step_ops(shifted, length):
-    """The torch operators of one LogSparse training step (`shifted=None`: the default path)."""
+def _torch_training_step_ops(implementation, shifted, length):
+    """The torch operators of one LogSparse training step."""
     import torch
     from torch.profiler import profile
 
-    layer = LogSparseAttention(num_heads=4, key_dim=16)
+    layer = LogSparseAttention(num_heads=4, key_dim=16, implementation=implementation)
     layer.shifted_sparse_keys = shifted
     x = torch.randn(1, length, 64)
     layer(x)
@@ -478,16 +480,19 @@ def _torch_training_step_ops(shifted, length):
     return [event.name for event in prof.events() if event.name.startswith("aten::")]
 
 
-def test_torch_gathers_short_sequences_in_a_few_kernels():
-    """Below `TORCH_SHIFTED_MIN_LENGTH` torch gathers the keys: far fewer kernels than the loop.
+def test_torch_reference_gathers_short_sequences_in_a_few_kernels():
+    """Below `TORCH_SHIFTED_MIN_LENGTH` torch's reference gathers the keys: fewer kernels.
 
-    The loop over 9 offsets launches over 1,100 operators for a step at
-    length 256, which cost a fixed ~40 ms per step whatever the length.
+    Its loop over 9 offsets launches over 1,100 operators for a step at
+    length 256, each through Keras' op dispatch, which cost a fixed ~40 ms
+    per step whatever the length; the native loop, on torch tensors
+    directly, launches about as many, and the gathered step under 700.
     """
     if keras.backend.backend() != "torch":
         pytest.skip("Counts torch operator calls.")
-    assert len(_torch_training_step_ops(None, length=256)) < 700
-    assert len(_torch_training_step_ops(True, length=256)) > 1000
+    assert len(_torch_training_step_ops("reference", None, length=256)) < 700
+    assert len(_torch_training_step_ops("reference", True, length=256)) > 1000
+    assert len(_torch_training_step_ops("auto", None, length=256)) < 1200
 
 
 def test_training_step_runs_two_offset_loops_each_way():

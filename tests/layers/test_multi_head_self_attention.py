@@ -1,7 +1,10 @@
+import importlib
+
 import keras
 import numpy as np
 import pytest
 
+from keras_attn.kernels._shared import NATIVE_MODULES
 from keras_attn.layers import CausalWindowPattern, LogSparsePattern, MultiHeadSelfAttention
 from keras_attn.testing import LayerChecks
 from keras_attn.testing.arrays import allclose, assert_allclose, to_numpy
@@ -24,6 +27,7 @@ BAD_ARGUMENTS = [
     {"qk_scale": 0.0},
     {"qk_scale": -0.5},
     {"qk_scale": "0.5"},
+    {"implementation": "native"},
 ]
 
 DENSE_CHECKS = LayerChecks(
@@ -298,14 +302,16 @@ def test_output_use_bias_sets_the_output_bias_apart(use_bias, output_use_bias, b
 
 
 def _counting_fused_calls(monkeypatch):
+    """The `causal` argument of each call of the backend's fused dense kernel."""
     calls = []
-    fused = keras.ops.dot_product_attention
+    native = importlib.import_module(NATIVE_MODULES[keras.backend.backend()]).NATIVE
+    fused = native["dense_attention"]
 
     def counted(*args, **kwargs):
-        calls.append(kwargs.get("is_causal"))
+        calls.append(kwargs["causal"])
         return fused(*args, **kwargs)
 
-    monkeypatch.setattr(keras.ops, "dot_product_attention", counted)
+    monkeypatch.setitem(native, "dense_attention", counted)
     return calls
 
 
@@ -349,11 +355,10 @@ def test_fused_path_gradients_equal_the_explicit_path():
     mask = np.ones((2, 7), bool)
     mask[0, :3] = False
     fused = MultiHeadSelfAttention(2, 4, attention_pattern="causal")
-    explicit = MultiHeadSelfAttention(2, 4, attention_pattern="causal", value_dim=4)
+    explicit = MultiHeadSelfAttention(2, 4, attention_pattern="causal", implementation="reference")
     fused(x)
     explicit(x)
     explicit.set_weights(fused.get_weights())
-    explicit._can_fuse = lambda *args: False  # the masked float32 softmax path
     output, grads = output_and_gradients(fused, x, mask=mask)
     expected, expected_grads = output_and_gradients(explicit, x, mask=mask)
     assert_allclose(output, expected, atol=1e-5)
