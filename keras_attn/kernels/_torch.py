@@ -27,8 +27,8 @@ def dense_attention(query, key, value, mask, *, scale, causal):
 
     The boolean mask goes to the kernel as it is; with `causal`, the causal
     mask is folded into it (the kernel takes one or the other). A row with
-    no visible key sees every key here, so that no NaN enters either pass;
-    the caller sets its output to zero.
+    no visible key sees every key here, so that no kernel (some give such a
+    row NaN) puts NaN in either pass; the caller sets its output to zero.
     """
     query, key, value = (x.transpose(1, 2) for x in (query, key, value))  # (b, heads, L, dim)
     if mask is not None:
@@ -52,11 +52,10 @@ def offset_attention(query, key, value, offsets, mask, *, logit_scale, dropout):
     heads)` and contiguous, so that each offset's step reads one slot's
     weights in a row, and the softmax runs over the outer axis: torch's CPU
     softmax over a last axis shorter than 16 (the `K` slots) is far slower
-    than over a leading one. The logits of the
-    slots that reach before position 0 are `MASKED_LOGIT` from the start
-    (the log-length scale goes into the queries, as in the fused dense
-    kernels), so that without a `mask` no select runs when every query has
-    a slot at offset 0.
+    than over a leading one. The logits of the slots that reach before
+    position 0 are `MASKED_LOGIT` from the start (the log-length scale goes
+    into the queries, as in the fused dense kernels), so that without a
+    `mask` no select runs when every query has a slot at offset 0.
 
     Returns:
         `(context, weights)`, the weights a `(batch, heads, length, K)` view.
