@@ -192,6 +192,9 @@ def test_native_implementation_is_refused_where_none_can_run():
         kernels.dense_attention(*arrays, scale=1.0, implementation="fast")
     with pytest.raises(ValueError, match="Received: kernel='blockwise_attention'"):
         kernels.has_native("blockwise_attention")
+    for offsets in [(), (0, -1), (0.5,), 2]:
+        with pytest.raises(ValueError, match=r"Received: offsets="):
+            kernels.offset_attention(*arrays, offsets, scale=1.0)
 
 
 def test_every_backend_has_a_native_dense_kernel():
