@@ -1,5 +1,6 @@
 """Sparse attention: each query over a few key slots, at fixed offsets or gathered."""
 
+import numbers
 from collections.abc import Callable, Sequence
 
 from keras import ops
@@ -65,6 +66,7 @@ def offset_attention(
     >>> keras.ops.convert_to_numpy(weights)[0, 0].tolist()
     [[1.0, 0.0], [1.0, 0.0], [0.5, 0.5], [0.5, 0.5]]
     """
+    offsets = _checked_offsets(offsets)
     query, key, value = (ops.convert_to_tensor(x) for x in (query, key, value))
     native = native_kernel("offset_attention", implementation)
     query = query * ops.cast(scale, query.dtype)
@@ -172,6 +174,19 @@ def gather_positions(x: Tensor, indices: Tensor) -> Tensor:
     table = ops.reshape(positions, (ops.shape(x)[1], -1))  # (length, batch * heads * dim)
     rows = ops.take(table, ops.reshape(indices, (-1,)), axis=0)  # (length * K, batch * heads * dim)
     return ops.reshape(rows, (*ops.shape(indices), *ops.shape(positions)[1:]))
+
+
+def _checked_offsets(offsets):
+    """`offsets` as a tuple of Python ints `>= 0`; a `ValueError` for anything else."""
+    valid = isinstance(offsets, (tuple, list)) and len(offsets) > 0
+    valid = valid and all(
+        isinstance(o, numbers.Integral) and not isinstance(o, bool) and o >= 0 for o in offsets
+    )
+    if not valid:
+        raise ValueError(
+            f"`offsets` must be a non-empty tuple of ints >= 0. Received: offsets={offsets!r}"
+        )
+    return tuple(int(o) for o in offsets)
 
 
 def _slots_in_range(offsets, length, mask):

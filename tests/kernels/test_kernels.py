@@ -142,6 +142,20 @@ def test_native_offset_attention_equals_the_reference(name, masked):
     assert_allclose(weights["native"], weights["reference"], atol=1e-6)
 
 
+@pytest.mark.parametrize("rows", [1, 5])
+def test_native_offset_attention_in_blocks_of_rows_equals_the_reference(rows, monkeypatch):
+    """The offset sums run block by block: blocks of `rows` rows, the last one shorter."""
+    _skip_without_native_offsets()
+    import torch
+
+    native = importlib.import_module(NATIVE_MODULES["torch"])
+    row_bytes = BATCH * HEADS * DIM * 4
+    monkeypatch.setattr(native, "BLOCK_BYTES", rows * row_bytes // torch.get_num_threads())
+    offsets = OFFSETS["restart"]
+    mask = _slot_mask(offsets)
+    _compare(kernels.offset_attention, _arrays(), offsets=offsets, mask=mask, scale=0.4)
+
+
 def test_native_offset_attention_drops_the_weights_the_reference_drops():
     """A fixed "dropout" of the weights `(batch, heads, length, K)` reaches the same slots."""
     _skip_without_native_offsets()
@@ -178,6 +192,9 @@ def test_native_implementation_is_refused_where_none_can_run():
         kernels.dense_attention(*arrays, scale=1.0, implementation="fast")
     with pytest.raises(ValueError, match="Received: kernel='blockwise_attention'"):
         kernels.has_native("blockwise_attention")
+    for offsets in [(), (0, -1), (0.5,), 2]:
+        with pytest.raises(ValueError, match=r"Received: offsets="):
+            kernels.offset_attention(*arrays, offsets, scale=1.0)
 
 
 def test_every_backend_has_a_native_dense_kernel():
