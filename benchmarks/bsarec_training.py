@@ -20,7 +20,8 @@ compiles:
   computes the scored position only (`last_position_only=True`, the
   default);
 
-each with and without XLA (`jit_compile`). Every model, way and XLA choice
+each with and without XLA (`jit_compile`; `--xla off` or `on` times one
+choice, `--ways` a subset of the ways: `former` is always timed). Every model, way and XLA choice
 is timed once per round, in `--rounds` interleaved rounds (each round times
 them all, so that a slower spell of the machine hits every row), and each
 row reports the median over the rounds. Prints sequences per second and,
@@ -32,6 +33,7 @@ first `--trajectory-steps` steps (one step per call, the same seeds), per
 model and XLA choice, as the largest absolute difference.
 
     python benchmarks/bsarec_training.py [--steps 153] [--rounds 5] [--out results/benchmarks]
+        [--ways former fit-recommender last-position] [--xla both]
 
 Writes `bsarec_training.json` (a `meta` block, the load at the start and the
 rows) to `--out`.
@@ -66,6 +68,9 @@ from keras_attn.utils.training import (  # noqa: E402
 NUM_ITEMS = 1682
 # The models' options of the loss comparison: the trainings are equal step by step.
 DROPOUT_OFF = {"dropout": 0.0, "attention_dropout": 0.0}
+# --ways on the command line -> the rows' names of the ways.
+WAYS = {"former": "former", "fit-recommender": "fit_recommender", "last-position": "last position"}
+XLA_CHOICES = {"both": (False, True), "off": (False,), "on": (True,)}
 
 
 class EpochTimer(keras.callbacks.Callback):
@@ -141,14 +146,14 @@ def first_losses(model, split, batch_size, jit_compile, steps):
     return step_losses(model, inputs, targets, batch_size)
 
 
-def trajectory_gaps(builders, split, batch_size, steps):
+def trajectory_gaps(builders, split, batch_size, steps, xla_choices):
     """Per model and XLA choice: the largest loss difference, last position against full.
 
     The models train without dropout, so the two trainings are equal step by step.
     """
     gaps = []
     for name, builder in builders.items():
-        for jit_compile in (False, True):
+        for jit_compile in xla_choices:
             losses = []
             for last_position_only in (False, True):
                 keras.utils.set_random_seed(0)
@@ -160,7 +165,7 @@ def trajectory_gaps(builders, split, batch_size, steps):
     return gaps
 
 
-def timed_rows(builders, ways, split, rounds):
+def timed_rows(builders, ways, split, rounds, xla_choices):
     """Sequences/s of every model, way and XLA choice over `rounds` interleaved rounds.
 
     Each round times every model, way and XLA choice once; a row gives the median
@@ -170,7 +175,7 @@ def timed_rows(builders, ways, split, rounds):
         (name, way, jit_compile): []
         for name in builders
         for way in ways
-        for jit_compile in (False, True)
+        for jit_compile in xla_choices
     }
     for round_index in range(rounds):
         for name, way, jit_compile in speeds:
@@ -222,8 +227,19 @@ def main(argv=None):
     parser.add_argument(
         "--trajectory-steps", type=int, default=30, help="Steps of the loss comparison."
     )
+    parser.add_argument(
+        "--ways",
+        nargs="+",
+        choices=sorted(WAYS),
+        default=list(WAYS),
+        help="Ways timed (`former` always is: the ratios are taken against it).",
+    )
+    parser.add_argument(
+        "--xla", choices=sorted(XLA_CHOICES), default="both", help="XLA choices timed."
+    )
     parser.add_argument("--out", default="results/benchmarks", help="Folder for the JSON.")
     args = parser.parse_args(argv)
+    xla_choices = XLA_CHOICES[args.xla]
     started_at = time.time()
     load_at_start = [round(value, 2) for value in os.getloadavg()]
     split = random_split(
@@ -241,20 +257,23 @@ def main(argv=None):
         new_way, split=split, batch_size=args.batch_size, steps=args.steps_per_execution
     )
     # way -> (train(model, jit_compile) -> seconds, whether the last block scores one position)
-    ways = {
+    all_ways = {
         "former": (functools.partial(former_way, split=split, batch_size=args.batch_size), False),
         "fit_recommender": (recommender, False),
         "last position": (recommender, True),
     }
-    rows = timed_rows(builders, ways, split, args.rounds)
+    chosen = {"former", *(WAYS[way] for way in args.ways)}
+    ways = {way: train for way, train in all_ways.items() if way in chosen}
+    rows = timed_rows(builders, ways, split, args.rounds, xla_choices)
     speedups = {name: best_over_former(rows, name, ways) for name in builders}
-    gaps = trajectory_gaps(builders, split, args.batch_size, args.trajectory_steps)
+    gaps = trajectory_gaps(builders, split, args.batch_size, args.trajectory_steps, xla_choices)
     config = {
         "steps": args.steps,
         "batch_size": args.batch_size,
         "max_sequence_length": args.max_sequence_length,
         "steps_per_execution": args.steps_per_execution,
         "rounds": args.rounds,
+        "xla": args.xla,
         "trajectory_steps": args.trajectory_steps,
         "trajectory_options": DROPOUT_OFF,
         "train_samples": len(split.train_targets),

@@ -42,3 +42,25 @@ def test_small_run_times_every_way_and_compares_the_losses(tmp_path, load_benchm
     ]
     assert all(g["max_loss_difference"] < 1e-5 for g in gaps)
     assert data["results"]["config"]["train_samples"] == 12  # 2 users, 6 prefixes each
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="One backend is enough.")
+def test_a_run_can_time_a_subset_of_the_ways_and_xla_choices(tmp_path, load_benchmark):
+    benchmark = load_benchmark("bsarec_training")
+    options = ["--steps", "2", "--batch-size", "8", "--max-sequence-length", "6"]
+    benchmark.main(
+        [
+            *options,
+            *("--steps-per-execution", "2", "--rounds", "1", "--trajectory-steps", "2"),
+            *("--ways", "last-position", "--xla", "off", "--out", str(tmp_path)),
+        ]
+    )
+    data = json.loads((tmp_path / "bsarec_training.json").read_text())
+    rows = data["results"]["rows"]
+    assert [(r["model"], r["way"], r["jit_compile"]) for r in rows] == [
+        (model, way, False) for model in ("SASRec", "BSARec") for way in ("former", "last position")
+    ]
+    assert sorted(data["results"]["speedup"]["SASRec"]) == ["last position"]
+    assert [g["jit_compile"] for g in data["results"]["trajectory"]] == [False, False]
+    assert data["results"]["config"]["xla"] == "off"
