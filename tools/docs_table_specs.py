@@ -698,6 +698,24 @@ def heads_throughput(stem):
     return table
 
 
+def keras_hub_bert_pruning(results):
+    """Per model of the KerasHub BERT run: heads, parameters, sentences/s and ratios."""
+    rows = [
+        [
+            row["model"],
+            row["heads"],
+            f"{row['parameters']:,}",
+            f"{row['batch_1_per_s']:.1f}",
+            f"{row['batch_1_ratio']:.2f}×",
+            f"{row['batch_64_per_s']:.1f}",
+            f"{row['batch_64_ratio']:.2f}×",
+        ]
+        for row in results("benchmarks/head_pruning_keras_hub_bert")["results"]["rows"]
+    ]
+    header = ["model", "heads", "parameters", "batch 1 (/s)", "vs unpruned"]
+    return markdown_table(header + ["batch 64 (/s)", "vs unpruned"], rows)
+
+
 def minilm_diagonals(results):
     data = results("mimetic-minilm-full")
     query_key, value_output = data["query_key_per_head"], data["value_output_per_layer"]
@@ -1168,6 +1186,11 @@ TABLES = {
     "topics-full-minilm": topics_minilm("topics-full"),
     "heads-full-curves": heads_curves("heads-full"),
     "heads-full-throughput": heads_throughput("heads-full"),
+    "head-pruning-keras-hub-bert": pending_until(
+        "benchmarks/head_pruning_keras_hub_bert",
+        "python benchmarks/head_pruning.py --model keras-hub-bert --repeats 10",
+        keras_hub_bert_pruning,
+    ),
     "adavit-full": pending_until(
         "adavit-full",
         "keras-attn reproduce adavit --full --out runs/adavit-full",
