@@ -23,8 +23,7 @@ def dense_attention(query, key, value, mask, *, scale, causal):
     slice that the LiteRT converter keeps as a TensorFlow op (Flex).
     """
     if causal:
-        length = ops.shape(key)[1]
-        visible = causal_mask(length, length)  # (length, length)
+        visible = causal_mask(ops.shape(query)[1], ops.shape(key)[1])  # (queries, length)
         mask = visible if mask is None else ops.logical_and(mask, visible)
     return ops.dot_product_attention(query, key, value, mask=mask, scale=scale)
 
