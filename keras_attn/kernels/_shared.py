@@ -107,3 +107,11 @@ def loop(count, step, initial, held):
         return step(n, state, arrays), arrays
 
     return ops.fori_loop(0, count, body, (initial, held))[0]
+
+
+def causal_mask(queries, length):
+    """Boolean `(queries, length)`: the last `queries` positions see the keys up to theirs."""
+    # Boolean masks gain axes with `expand_dims`: indexing with `None` becomes
+    # a strided slice that the TFLite converter keeps as a TensorFlow op.
+    rows = ops.expand_dims(ops.arange(length - queries, length), 1)  # (queries, 1)
+    return rows >= ops.expand_dims(ops.arange(0, length), 0)

@@ -5,7 +5,7 @@ from collections.abc import Callable
 from keras import ops
 
 from keras_attn._typing import Tensor
-from keras_attn.kernels._shared import masked_softmax, native_kernel
+from keras_attn.kernels._shared import causal_mask, masked_softmax, native_kernel
 
 
 def dense_attention(
@@ -107,7 +107,7 @@ def rows_with_keys(mask: Tensor | None, causal: bool, queries: int | Tensor) -> 
         length = ops.shape(mask)[2]
         seen = ops.cumsum(ops.cast(mask[:, 0], "int32"), axis=1) > 0  # (batch, length)
         return seen[:, length - queries :]
-    return ops.any(ops.logical_and(mask, _causal_mask(queries, ops.shape(mask)[2])), axis=-1)
+    return ops.any(ops.logical_and(mask, causal_mask(queries, ops.shape(mask)[2])), axis=-1)
 
 
 def _blocking_argument(query, key, value, causal, additive_mask, dropout, return_weights):
@@ -145,13 +145,5 @@ def _allowed(mask, causal, queries, length):
     allowed = None if mask is None else ops.cast(mask, "bool")
     if not causal:
         return allowed
-    causal_mask = ops.expand_dims(_causal_mask(queries, length), (0, 1))  # (1, 1, q, length)
-    return causal_mask if allowed is None else ops.logical_and(allowed, causal_mask)
-
-
-def _causal_mask(queries, length):
-    """Boolean `(queries, length)`: the last `queries` positions see the keys up to theirs."""
-    # Boolean masks gain axes with `expand_dims`: indexing with `None` becomes
-    # a strided slice that the TFLite converter keeps as a TensorFlow op.
-    rows = ops.expand_dims(ops.arange(length - queries, length), 1)  # (queries, 1)
-    return rows >= ops.expand_dims(ops.arange(0, length), 0)
+    visible = ops.expand_dims(causal_mask(queries, length), (0, 1))  # (1, 1, queries, length)
+    return visible if allowed is None else ops.logical_and(allowed, visible)

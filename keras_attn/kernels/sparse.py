@@ -143,7 +143,9 @@ def gathered_attention(
     weights = masked_softmax(logits, allowed, logit_scale, dtype=value.dtype)
     if dropout is not None:
         weights = dropout(weights)
-    slot_weights = ops.transpose(weights, (2, 3, 0, 1))[..., None]  # (length, K, b, heads, 1)
+    # `expand_dims`: indexing with `None` here is a strided slice that the
+    # LiteRT converter keeps as a TensorFlow op.
+    slot_weights = ops.expand_dims(ops.transpose(weights, (2, 3, 0, 1)), -1)  # (length, K, b, h, 1)
     context = ops.sum(slot_weights * gathered_values, axis=1)  # (length, batch, heads, v_dim)
     return ops.transpose(context, (1, 0, 2, 3)), weights
 

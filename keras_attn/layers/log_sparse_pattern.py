@@ -153,8 +153,7 @@ def _bit_length(value):
         return max(int(value), 0).bit_length()
     if not ops.is_tensor(value):
         return _MAX_BITS
-    powers = ops.convert_to_tensor([2**j for j in range(_MAX_BITS)], "int32")
-    return ops.sum(ops.cast(powers <= value, "int32"))
+    return ops.sum(ops.cast(_all_powers_of_two() <= value, "int32"))
 
 
 def _ceil_div(value, divisor):
@@ -168,9 +167,15 @@ def _python_powers_of_two(largest):
     return tuple(2**j for j in range(_bit_length(largest)))
 
 
+def _all_powers_of_two():
+    """`1, 2, 4, ..., 2^(_MAX_BITS - 1)` as an int32 tensor."""
+    return ops.convert_to_tensor([2**j for j in range(_MAX_BITS)], "int32")
+
+
 def _powers_of_two(count):
-    """`1, 2, 4, ..., 2^(count - 1)` as an int32 `(count,)` tensor."""
-    return ops.left_shift(ops.ones((), "int32"), ops.arange(0, count, dtype="int32"))
+    """`1, 2, 4, ..., 2^(count - 1)` as an int32 `(count,)` tensor, `count <= _MAX_BITS`."""
+    # A slice of constants: the LiteRT converter keeps `left_shift` as a TensorFlow op.
+    return _all_powers_of_two()[:count]
 
 
 def _with_powers_of_two(prefix, largest):

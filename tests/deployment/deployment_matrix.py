@@ -319,20 +319,6 @@ def _limits(cases, path, backend, pattern, workaround):
     return {(case, path, backend): (pattern, workaround) for case in cases}
 
 
-EXACT_GELU = (
-    "BSARecBlock",
-    "T2TModule",
-    "TokenPerformer",
-    "TokenTransformer",
-    "TransformerBlock",
-    "AdaViT",
-    "build_bert_encoder",
-    "build_bsarec",
-    "build_logsparse_forecaster",
-    "build_sasrec",
-    "build_t2t_vit",
-    "build_vision_transformer",
-)
 # jax2onnx cannot take these apart (the standalone position layers export).
 JAX2ONNX_DYNAMIC_LENGTH = (
     "build_bit_string_classifier",
@@ -352,14 +338,6 @@ UPSTREAM_LIMITS = {
         "Keras exports a SavedModel from torch through torch.export and torch_xla, and its "
         "torch.export call fails; save a `.keras` file on torch and export it from TensorFlow "
         "or JAX, or export ONNX from torch.",
-    ),
-    **_limits(
-        EXACT_GELU,
-        "onnx",
-        "tensorflow",
-        r"InvalidGraph: .*Erfc",
-        "tf2onnx writes TensorFlow's exact GELU as an `Erfc` node, which is no ONNX op; export "
-        "ONNX from JAX or torch.",
     ),
     **_limits(
         JAX2ONNX_DYNAMIC_LENGTH,
@@ -388,16 +366,6 @@ UPSTREAM_LIMITS = {
         "Keras gives every unknown sequence axis of a JAX export its own symbol; pass "
         "`jax2tf_kwargs={'polymorphic_shapes': ...}` with one symbol for the shared length, "
         "or export from TensorFlow.",
-    ),
-    **_limits(
-        ("build_decoder_language_model", "build_logsparse_forecaster"),
-        "litert",
-        "tensorflow",
-        r"Select TensorFlow op\(s\)",
-        "Keras' TensorFlow `dot_product_attention` with `is_causal=True` adds axes to a "
-        "boolean mask by indexing (`mask[None, None]`), which the TFLite converter keeps as a "
-        "TensorFlow op; serve the file with a LiteRT runtime linked with the Flex delegate "
-        "(TensorFlow Select ops).",
     ),
 }
 
