@@ -102,9 +102,10 @@ def test_gate_learning_rate_scale_multiplies_the_gates_first_update():
         for w0, w1, ws in zip(*weights, strict=True):
             assert np.abs(w1 - w0).max() > 1e-4  # the gates learn
             np.testing.assert_allclose(ws - w0, scale * (w1 - w0), rtol=1e-3, atol=1e-7)
-    # The backbone moves as without the scale.
+    # The backbone moves as without the scale (to a thousandth of a step of 0.01: Adam's
+    # first step of a gradient near its epsilon follows rounding noise).
     for w1, ws in zip(_backbone_weights(plain), _backbone_weights(scaled), strict=True):
-        np.testing.assert_allclose(ws, w1, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(ws, w1, rtol=1e-5, atol=1e-5)
 
 
 # Two XLA fits of AdaViT fine-tuning: a minute or more on a busy CPU.
