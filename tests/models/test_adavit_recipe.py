@@ -125,9 +125,25 @@ def test_distillation_changes_training_and_leaves_a_label_loss():
     assert max(moved) > 1e-5
 
 
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="One backend is enough.")
+def test_a_given_optimizer_trains_with_the_gate_scale():
+    # The given optimizer trains, with the gates' factor: SGD's first step of the head
+    # gates at scale 0.5 is half the step at scale 1, from the same gradient.
+    start = _finetune(0)
+    sgd = _finetune(1, optimizer=keras.optimizers.SGD(0.1), gate_learning_rate_scale=0.5)
+    assert isinstance(sgd.optimizer, keras.optimizers.SGD) and int(sgd.optimizer.iterations) == 1
+    plain = _finetune(1, optimizer=keras.optimizers.SGD(0.1))
+    for w0, w1, ws in zip(
+        _gate_weights(start)[1], _gate_weights(plain)[1], _gate_weights(sgd)[1], strict=True
+    ):
+        assert np.abs(w1 - w0).max() > 1e-6
+        np.testing.assert_allclose(ws - w0, 0.5 * (w1 - w0), rtol=1e-3, atol=1e-8)
+
+
 @pytest.mark.parametrize(
     ("option", "value"),
     [
+        ("optimizer", "adam"),
         ("gate_learning_rate_scale", 0.0),
         ("gate_learning_rate_scale", (1.0, 2.0)),
         ("distillation_weight", -1.0),

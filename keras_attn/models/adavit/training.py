@@ -52,7 +52,7 @@ def pretrain_vit(
     """
     keras.utils.set_random_seed(seed)
     vit_model = build_vision_transformer(x.shape[1:], num_classes, **vit)
-    return _fit(vit_model, x, y, epochs, batch_size, learning_rate)
+    return _fit(vit_model, x, y, epochs, batch_size, keras.optimizers.Adam(learning_rate))
 
 
 def finetune_adavit(
@@ -65,6 +65,7 @@ def finetune_adavit(
     seed: int = 0,
     batch_size: int = 128,
     learning_rate: float = 1e-3,
+    optimizer: keras.optimizers.Optimizer | None = None,
     gate_learning_rate_scale: float | Sequence[float] = 1.0,
     distillation_weight: float = 0.0,
     distillation_temperature: float = 5.0,
@@ -98,6 +99,9 @@ def finetune_adavit(
         seed: int, seed of the gates, the Gumbel noise and the data order.
         batch_size: int.
         learning_rate: float, Adam's learning rate.
+        optimizer: optional `keras.optimizers.Optimizer` used instead of
+            Adam and `learning_rate`, such as an AdamW with a warm-up and
+            cosine schedule (the official optimiser and schedule).
         gate_learning_rate_scale: float > 0, the factor of the gates'
             learning rate, or a `(patches, heads, blocks)` tuple of three,
             one per kind of gate (1, as in the official default).
@@ -121,6 +125,10 @@ def finetune_adavit(
     >>> int(model.optimizer.iterations), model.loss  # 1 epoch of 2 batches
     (2, 'sparse_categorical_crossentropy')
     """
+    if optimizer is not None and not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise ValueError(
+            f"`optimizer` must be a keras.optimizers.Optimizer. Received: optimizer={optimizer!r}"
+        )
     scales = _gate_scales(gate_learning_rate_scale)
     weight = check_float("distillation_weight", distillation_weight, low=0.0)
     temperature = check_positive("distillation_temperature", distillation_temperature)
@@ -134,12 +142,13 @@ def finetune_adavit(
         ([v for gate in kind for v in gate.trainable_variables], scale)
         for kind, scale in zip(gates, scales, strict=True)
     ]
+    optimizer = scale_learning_rates(optimizer or keras.optimizers.Adam(learning_rate), scaled)
     if weight == 0:
-        return _fit(model, x, y, epochs, batch_size, learning_rate, scaled)
+        return _fit(model, x, y, epochs, batch_size, optimizer)
     teacher = vit.predict(x, batch_size=batch_size, verbose=0)  # (n, classes)
     targets = np.concatenate([y.reshape(-1, 1), teacher], axis=1).astype("float32")
     loss = _distillation_loss(weight, temperature)
-    _fit(model, x, targets, epochs, batch_size, learning_rate, scaled, loss=loss, metrics=None)
+    _fit(model, x, targets, epochs, batch_size, optimizer, loss=loss, metrics=None)
     # The teacher's outputs were a training target only: evaluation takes labels.
     model.compile(
         model.optimizer, "sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=True
@@ -191,7 +200,7 @@ def finetune_vit(
     keras.utils.set_random_seed(seed)
     copy = keras.models.clone_model(vit)
     copy.set_weights(vit.get_weights())
-    return _fit(copy, x, y, epochs, batch_size, learning_rate)
+    return _fit(copy, x, y, epochs, batch_size, keras.optimizers.Adam(learning_rate))
 
 
 def _fit(
@@ -200,13 +209,11 @@ def _fit(
     y,
     epochs,
     batch_size,
-    learning_rate,
-    scaled=(),
+    optimizer,
     loss="sparse_categorical_crossentropy",
     metrics=("accuracy",),
 ):
-    """Trains `model` with Adam, XLA and the learning-rate factors `scaled`."""
-    optimizer = scale_learning_rates(keras.optimizers.Adam(learning_rate), scaled)
+    """Trains `model` with `optimizer` and XLA."""
     model.compile(optimizer, loss, metrics=metrics and list(metrics), jit_compile=True)
     build_optimizer(model)
     model.fit(x, y, epochs=epochs, batch_size=batch_size, verbose=0)
