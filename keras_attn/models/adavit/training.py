@@ -74,7 +74,8 @@ def finetune_adavit(
     """An `AdaViT` on a copy of `vit`, gates and backbone fine-tuned at a usage target.
 
     `vit` itself is left unchanged: the AdaViT wraps a clone with its
-    weights. Trained with Adam, sparse categorical cross-entropy plus the
+    weights. Trained with Adam (or `optimizer`, whose update step then
+    applies the gates' factors), sparse categorical cross-entropy plus the
     usage loss, and XLA.
 
     Two options of the official training code (`ada_main.py`), off by
@@ -223,15 +224,12 @@ def _fit(
 def _gate_scales(scale):
     """The learning-rate factors of the (patch, head, block) gates, each > 0."""
     values = tuple(scale) if isinstance(scale, (list, tuple)) else (scale,) * 3
-    ok = len(values) == 3 and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < np.inf for v in values
-    )
-    if not ok:
+    if len(values) != 3:
         raise ValueError(
             "`gate_learning_rate_scale` must be a float > 0 or three of them "
             f"(patches, heads, blocks). Received: gate_learning_rate_scale={scale!r}"
         )
-    return tuple(float(v) for v in values)
+    return tuple(check_positive("gate_learning_rate_scale", value) for value in values)
 
 
 def _distillation_loss(weight, temperature):
