@@ -8,7 +8,7 @@ import keras
 import numpy as np
 
 from keras_attn._typing import Tensor
-from keras_attn.utils.validation import check_int
+from keras_attn.utils.validation import check_int, check_positive
 
 # Light augmentation, the arguments of `keras_attn.datasets.AugmentedImages`.
 LIGHT_AUGMENTATION = {"max_shift": 2, "flip": True}
@@ -130,6 +130,51 @@ def build_optimizer(model):
     if model.built and not model.optimizer.built:
         model.optimizer.build(model.trainable_variables)
     return model
+
+
+def scale_learning_rates(optimizer, scaled):
+    """Multiplies the learning rate of some variables by a factor, on every backend.
+
+    The per-group learning rate of a torch optimizer (the official AdaViT
+    code's `--ada-*-lr-scale`) for a Keras optimizer: the update of each
+    variable of `scaled` uses the optimizer's learning rate times that
+    variable's factor; the others use the learning rate itself. It wraps the
+    optimizer's collective update step, which TensorFlow, JAX and torch
+    (whose optimizers update all variables at once) all go through. Weight
+    decay, which Keras applies before the update, keeps the unscaled rate.
+
+    Args:
+        optimizer: a `keras.optimizers.Optimizer`, built or not.
+        scaled: sequence of `(variables, factor)` pairs, factor a float > 0.
+
+    Returns:
+        `optimizer`, for chaining.
+
+    Example:
+
+    >>> w = keras.Variable(np.ones(2, "float32"))
+    >>> optimizer = scale_learning_rates(keras.optimizers.SGD(0.1), [([w], 3.0)])
+    >>> optimizer.apply([keras.ops.ones(2)], [w])
+    >>> np.round(np.asarray(w), 6).tolist()  # 1 - 3 * 0.1 * 1
+    [0.7, 0.7]
+    """
+    factors = {}
+    for variables, factor in scaled:
+        check_positive("factor", factor)
+        factors.update({id(variable): factor for variable in variables})
+    update_step = optimizer._backend_update_step
+
+    def scaled_update_step(grads, trainable_variables, learning_rate):
+        groups = {}  # factor: (grads, variables)
+        for grad, variable in zip(grads, trainable_variables, strict=True):
+            group = groups.setdefault(factors.get(id(variable), 1.0), ([], []))
+            group[0].append(grad)
+            group[1].append(variable)
+        for factor, (group_grads, group_variables) in groups.items():
+            update_step(group_grads, group_variables, learning_rate * factor)
+
+    optimizer._backend_update_step = scaled_update_step
+    return optimizer
 
 
 def reset_optimizer(model):

@@ -308,6 +308,10 @@ def test_usage_loss_by_hand(gate_first_block):
     model(_images(2), training=True, decisions=decisions)
     loss = float(_numpy(model.losses[0]))
     assert loss == pytest.approx(2 * 0.0 + 2 * 0.0 + 2 * (token_usage - 0.3) ** 2, abs=1e-6)
+    # `usage` reports the loss's token statistic beside the patch keep rate.
+    usage = model.usage(decisions)
+    assert usage["tokens"] == pytest.approx(token_usage)
+    assert usage["patches"] == pytest.approx((4 + 1 + 1) / 12 if gate_first_block else 2 / 8)
 
 
 # One test for the training recipe: each XLA fit of a model compiles for seconds

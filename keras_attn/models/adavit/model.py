@@ -316,23 +316,41 @@ class AdaViT(keras.Model):
         }  # each (batch, gated_blocks, ...)
 
     def usage(self, decisions: Mapping[str, np.ndarray]) -> dict[str, float]:
-        """The keep rate of each kind of decision, over the blocks that have its gate.
+        """The keep rate of each kind of decision, and the official token usage.
 
-        The rates `random_decisions` takes: the first block, which has no
-        head or block gate, does not count for `"heads"`, `"attention"` and
-        `"mlp"`.
+        One rate per key of `DECISION_KEYS`, over the blocks that have its
+        gate: the rates `random_decisions` takes. The first block, which has
+        no head or block gate, does not count for `"heads"`, `"attention"`
+        and `"mlp"`; `"patches"` counts the patch tokens only.
+
+        `"tokens"` is the statistic the official code reports and its usage
+        loss pulls to the patch target: the keep rate of all tokens, the
+        class token (always kept) included, over the patch-gated blocks. The
+        official `"heads"` and block (the mean of `"attention"` and `"mlp"`)
+        statistics are the ones here.
 
         Args:
             decisions: dict in the layout of `decide`.
 
         Returns:
-            dict of floats, one per kind.
+            dict of floats: one per kind and `"tokens"`.
+
+        Example:
+
+        >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=32, num_layers=3)
+        >>> model = AdaViT(vit)
+        >>> usage = model.usage(model.random_decisions(4, 0.5, seed=0))
+        >>> usage["patches"], usage["tokens"]  # 8 of 16 patches; 9 of 17 tokens
+        (0.5, 0.5294117647058824)
         """
         gated = {key: slice(None) for key in DECISION_KEYS}
         gated.update(dict.fromkeys(DECISION_KEYS[1:], slice(1 - self.first_gated, None)))
-        return {
+        rates = {
             key: float(np.mean(np.asarray(decisions[key])[:, gated[key]])) for key in DECISION_KEYS
         }
+        patches = np.asarray(decisions["patches"]).shape[-1]
+        rates["tokens"] = (1 + rates["patches"] * patches) / (1 + patches)
+        return rates
 
     def random_decisions(
         self, batch: int, usage: float | Mapping[str, float], seed: int | None = None

@@ -5,10 +5,12 @@ from typing import Any
 
 import keras
 import numpy as np
+from keras import ops
 
 from keras_attn.models.adavit.model import AdaViT
 from keras_attn.models.vision_transformer import build_vision_transformer
-from keras_attn.utils.training import build_optimizer
+from keras_attn.utils.training import build_optimizer, scale_learning_rates
+from keras_attn.utils.validation import check_float, check_positive
 
 
 def pretrain_vit(
@@ -50,7 +52,7 @@ def pretrain_vit(
     """
     keras.utils.set_random_seed(seed)
     vit_model = build_vision_transformer(x.shape[1:], num_classes, **vit)
-    return _fit(vit_model, x, y, epochs, batch_size, learning_rate)
+    return _fit(vit_model, x, y, epochs, batch_size, keras.optimizers.Adam(learning_rate))
 
 
 def finetune_adavit(
@@ -63,13 +65,30 @@ def finetune_adavit(
     seed: int = 0,
     batch_size: int = 128,
     learning_rate: float = 1e-3,
+    optimizer: keras.optimizers.Optimizer | None = None,
+    gate_learning_rate_scale: float | Sequence[float] = 1.0,
+    distillation_weight: float = 0.0,
+    distillation_temperature: float = 5.0,
     **adavit: Any,
 ) -> AdaViT:
     """An `AdaViT` on a copy of `vit`, gates and backbone fine-tuned at a usage target.
 
     `vit` itself is left unchanged: the AdaViT wraps a clone with its
-    weights. Trained with Adam, sparse categorical cross-entropy plus the
+    weights. Trained with Adam (or `optimizer`, whose update step then
+    applies the gates' factors), sparse categorical cross-entropy plus the
     usage loss, and XLA.
+
+    Two options of the official training code (`ada_main.py`), off by
+    default as there. `gate_learning_rate_scale` is its `--ada-lr-scaling`
+    with `--ada-token-lr-scale`, `--ada-head-lr-scale` and
+    `--ada-layer-lr-scale`: the gates' variables are updated at the learning
+    rate times their scale. `distillation_weight` is the prediction term of
+    its `TeacherLoss` (which `ada_main.py` imports but never uses): the
+    frozen `vit` is the teacher, and the loss adds
+    `distillation_weight · mean_batch(−Σ_c softmax(z_t/τ)_c · log softmax(z_s/τ)_c)`,
+    `z_t`, `z_s` the teacher's and the AdaViT's logits (the logs of their
+    probabilities) and `τ = distillation_temperature`. The images are not
+    augmented, so the teacher's outputs are computed once, before training.
 
     Args:
         vit: a trained functional ViT, such as `pretrain_vit` returns.
@@ -81,17 +100,61 @@ def finetune_adavit(
         seed: int, seed of the gates, the Gumbel noise and the data order.
         batch_size: int.
         learning_rate: float, Adam's learning rate.
+        optimizer: optional `keras.optimizers.Optimizer` used instead of
+            Adam and `learning_rate`, such as an AdamW with a warm-up and
+            cosine schedule (the official optimiser and schedule).
+        gate_learning_rate_scale: float > 0, the factor of the gates'
+            learning rate, or a `(patches, heads, blocks)` tuple of three,
+            one per kind of gate (1, as in the official default).
+        distillation_weight: float >= 0, the weight of the teacher's
+            predictions in the loss (0, as in the official training; its
+            `TeacherLoss` default is 0.5).
+        distillation_temperature: float > 0, the distillation's τ (5, the
+            official `TeacherLoss` default).
         **adavit: further `AdaViT` arguments, such as `gate_bias`.
 
     Returns:
-        The fine-tuned `AdaViT`, compiled with `jit_compile=True`.
+        The fine-tuned `AdaViT`, compiled with `jit_compile=True`, sparse
+        categorical cross-entropy and accuracy.
+
+    Example:
+
+    >>> x, y = np.zeros((8, 28, 28), "float32"), np.zeros(8, "int32")
+    >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=16, num_layers=2)
+    >>> model = finetune_adavit(vit, x, y, 0.5, epochs=1, batch_size=4,
+    ...                         gate_learning_rate_scale=10.0, distillation_weight=0.5)
+    >>> int(model.optimizer.iterations), model.loss  # 1 epoch of 2 batches
+    (2, 'sparse_categorical_crossentropy')
     """
+    if optimizer is not None and not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise ValueError(
+            f"`optimizer` must be a keras.optimizers.Optimizer. Received: optimizer={optimizer!r}"
+        )
+    scales = _gate_scales(gate_learning_rate_scale)
+    weight = check_float("distillation_weight", distillation_weight, low=0.0)
+    temperature = check_positive("distillation_temperature", distillation_temperature)
     keras.utils.set_random_seed(seed)
     backbone = keras.models.clone_model(vit)
     backbone.set_weights(vit.get_weights())
     model = AdaViT(backbone, target_usage=target_usage, seed=seed, **adavit)
     model.build(x.shape)  # its gates, so that the optimizer can be built before `fit`
-    return _fit(model, x, y, epochs, batch_size, learning_rate)
+    gates = (model.patch_gates, model.head_gates, model.block_gates)
+    scaled = [
+        ([v for gate in kind for v in gate.trainable_variables], scale)
+        for kind, scale in zip(gates, scales, strict=True)
+    ]
+    optimizer = scale_learning_rates(optimizer or keras.optimizers.Adam(learning_rate), scaled)
+    if weight == 0:
+        return _fit(model, x, y, epochs, batch_size, optimizer)
+    teacher = vit.predict(x, batch_size=batch_size, verbose=0)  # (n, classes)
+    targets = np.concatenate([y.reshape(-1, 1), teacher], axis=1).astype("float32")
+    loss = _distillation_loss(weight, temperature)
+    _fit(model, x, targets, epochs, batch_size, optimizer, loss=loss, metrics=None)
+    # The teacher's outputs were a training target only: evaluation takes labels.
+    model.compile(
+        model.optimizer, "sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=True
+    )
+    return model
 
 
 def finetune_vit(
@@ -138,16 +201,57 @@ def finetune_vit(
     keras.utils.set_random_seed(seed)
     copy = keras.models.clone_model(vit)
     copy.set_weights(vit.get_weights())
-    return _fit(copy, x, y, epochs, batch_size, learning_rate)
+    return _fit(copy, x, y, epochs, batch_size, keras.optimizers.Adam(learning_rate))
 
 
-def _fit(model, x, y, epochs, batch_size, learning_rate):
-    model.compile(
-        keras.optimizers.Adam(learning_rate),
-        "sparse_categorical_crossentropy",
-        metrics=["accuracy"],
-        jit_compile=True,
-    )
+def _fit(
+    model,
+    x,
+    y,
+    epochs,
+    batch_size,
+    optimizer,
+    loss="sparse_categorical_crossentropy",
+    metrics=("accuracy",),
+):
+    """Trains `model` with `optimizer` and XLA."""
+    model.compile(optimizer, loss, metrics=metrics and list(metrics), jit_compile=True)
     build_optimizer(model)
     model.fit(x, y, epochs=epochs, batch_size=batch_size, verbose=0)
     return model
+
+
+def _gate_scales(scale):
+    """The learning-rate factors of the (patch, head, block) gates, each > 0."""
+    values = tuple(scale) if isinstance(scale, (list, tuple)) else (scale,) * 3
+    if len(values) != 3:
+        raise ValueError(
+            "`gate_learning_rate_scale` must be a float > 0 or three of them "
+            f"(patches, heads, blocks). Received: gate_learning_rate_scale={scale!r}"
+        )
+    return tuple(check_positive("gate_learning_rate_scale", value) for value in values)
+
+
+def _distillation_loss(weight, temperature):
+    """Cross-entropy of labels plus `weight` times the soft cross-entropy of the teacher.
+
+    The targets are `(batch, 1 + classes)`: the label, then the teacher's
+    probabilities. The logits are the logs of the probabilities, which
+    differ from the network's logits by a constant per example only, which
+    no softmax sees.
+    """
+
+    def loss(targets, probabilities):
+        labels = ops.cast(targets[:, 0], "int32")  # (batch,)
+        teacher = _log(targets[:, 1:]) / temperature  # (batch, classes)
+        student = _log(probabilities) / temperature  # (batch, classes)
+        soft = -ops.sum(ops.softmax(teacher) * ops.log_softmax(student), axis=-1)  # (batch,)
+        hard = keras.losses.sparse_categorical_crossentropy(labels, probabilities)  # (batch,)
+        return hard + weight * soft
+
+    return loss
+
+
+def _log(probabilities):
+    """`log(p)` with the zeros of a saturated softmax at the smallest normal float32."""
+    return ops.log(ops.maximum(ops.cast(probabilities, "float32"), np.finfo("float32").tiny))
