@@ -14,6 +14,7 @@ import numpy as np
 
 from keras_attn._optional import is_installed
 from keras_attn.datasets import load_fashion_mnist
+from keras_attn.kernels import runtime
 from keras_attn.layers import MultiHeadSelfAttention, PositionEmbedding
 from keras_attn.utils import finish_run, is_small_run
 from keras_attn.utils.training import build_optimizer
@@ -76,7 +77,6 @@ def run(args):
     refusal = export_refusal(keras.backend.backend())
     if refusal:
         raise SystemExit(refusal)
-    import tensorflow as tf
 
     started_at = time.time()
     keras.utils.set_random_seed(args.seed)
@@ -105,7 +105,7 @@ def run(args):
 
     export_dir = f"{args.out}/saved_model"
     model.export(export_dir, format="tf_saved_model", verbose=False)
-    reloaded = tf.saved_model.load(export_dir)
+    reloaded = runtime.load_saved_model(export_dir)
     served = reloaded.serve(x_test[:256]).numpy()
     # A direct call: no predict function to compile.
     predicted = keras.ops.convert_to_numpy(model(x_test[:256], training=False))

@@ -72,15 +72,73 @@ def _package_files():
             yield relative.parts[0], path
 
 
+# What utils may reach above it: the backend's operations, inside functions only (the
+# kernels import utils), see `test_utils_reaches_the_kernels_inside_functions_only`.
+BACKEND_OPERATIONS = "keras_attn.kernels.runtime"
+
+
 def test_utils_is_the_floor():
     upward = {
         str(path.relative_to(PACKAGE)): module
         for package, path in _package_files()
         if package == "utils"
-        for module, _ in _keras_attn_imports(path)
+        for module, names in _keras_attn_imports(path)
         if module.split(".")[1] not in {"utils", "_typing", "_optional"}
+        and BACKEND_OPERATIONS not in {module, *(f"{module}.{name}" for name in names)}
     }
     assert upward == {}
+
+
+def test_utils_reaches_the_kernels_inside_functions_only():
+    at_import = {
+        str(path.relative_to(PACKAGE))
+        for package, path in _package_files()
+        if package == "utils"
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        and any(name.startswith("keras_attn.kernels") for name in _statement_modules(node))
+    }
+    assert at_import == set()
+
+
+def _statement_modules(node):
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    return [node.module or ""]
+
+
+BACKENDS = FORBIDDEN | {"jaxlib"}
+# The modules that alone import a backend: each backend's module of the kernels package,
+# imported on that backend only (`keras_attn.kernels.runtime` reaches it).
+BACKEND_MODULES = {f"kernels/{name}" for name in NATIVE_MODULES}
+
+
+def _backends_imported(path):
+    """The backends a file imports: statements, `import_module("...")` and `require("...")`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    roots = set(_imported_roots(path))
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None))
+            in {"import_module", "__import__", "require"}
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            roots.add(node.args[0].value.split(".")[0])
+    return roots & BACKENDS
+
+
+def test_only_the_backend_modules_import_a_backend():
+    files = {str(path.relative_to(PACKAGE)): path for path in sorted(PACKAGE.rglob("*.py"))}
+    assert set(files) >= BACKEND_MODULES and len(files) > 100
+    offenders = {
+        name: sorted(_backends_imported(path))
+        for name, path in files.items()
+        if name not in BACKEND_MODULES and _backends_imported(path)
+    }
+    assert offenders == {}
 
 
 def test_the_deprecated_aliases_are_gone():

@@ -208,23 +208,23 @@ def _plan(lengths, budget_bytes=None, **layer_arguments):
 def _plan_one(
     length, attention, hidden_dim, num_heads, variant, local_window, kernel_size, batch_size
 ):
-    import jax
-    import jax.numpy as jnp
+    import keras
 
+    from keras_attn.kernels import runtime
     from keras_attn.models.logsparse_forecaster import forecaster_attention
 
     key_dim = hidden_dim // num_heads
     layer = forecaster_attention(
         attention, key_dim, num_heads, variant, local_window, None, kernel_size
     )
-    x = jnp.ones((batch_size, length, hidden_dim))  # (batch, length, hidden_dim)
+    x = keras.ops.ones((batch_size, length, hidden_dim))  # (batch, length, hidden_dim)
     layer(x[:, :8])
     weights = [variable.value for variable in layer.trainable_variables]
 
     def loss(weights, x):
-        return jnp.sum(jnp.square(layer.stateless_call(weights, [], x)[0]))
+        return keras.ops.sum(keras.ops.square(layer.stateless_call(weights, [], x)[0]))
 
-    return planned_peak_bytes(jax.jit(jax.grad(loss)).lower(weights, x).compile())
+    return planned_peak_bytes(runtime.compiled_gradient(loss, weights, x))
 
 
 def planned_peak_bytes(compiled: Any) -> int:

@@ -25,6 +25,11 @@ run). On torch the native implementations run eagerly; a model being
 traced or compiled (an ONNX or SavedModel export, `torch.compile`) runs the
 references. Each native implementation equals its reference to 1e-5 in
 float32, outputs and gradients (tests/kernels).
+
+`keras_attn.kernels.runtime` holds what the rest of the library asks of
+the backend beyond `keras.ops` (gradients, graph assertions, compiled
+functions, threads, devices), dispatched to the same per-backend modules:
+outside this package the library imports no backend.
 """
 
 from keras_attn.kernels._shared import native_kernel

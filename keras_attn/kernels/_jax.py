@@ -1,4 +1,4 @@
-"""The JAX implementations of the attention kernels.
+"""The JAX implementations of the attention kernels and of `runtime`.
 
 Imported on the JAX backend only (see `_shared.native_kernel`), so that an
 install without JAX imports the library.
@@ -34,3 +34,19 @@ def dense_attention(query, key, value, mask, *, scale, causal):
 
 
 NATIVE = {"dense_attention": dense_attention}
+
+
+def gradients(loss, inputs):
+    """`runtime.gradients` with `jax.grad`."""
+    grads, aux = jax.grad(loss, argnums=tuple(range(len(inputs))), has_aux=True)(*inputs)
+    return list(grads), aux
+
+
+def xla_compiled(function):
+    """`runtime.xla_compiled`: `jax.jit`."""
+    return jax.jit(function)
+
+
+def compiled_gradient(loss, *arguments):
+    """`runtime.compiled_gradient`: `jax.grad(loss)` lowered and compiled by XLA."""
+    return jax.jit(jax.grad(loss)).lower(*arguments).compile()

@@ -10,7 +10,8 @@ from keras_attn.utils.validation import check_choice
 IMPLEMENTATIONS = ("auto", "reference", "native")
 # Finite stand-in for -inf: a fully masked row must give zeros, not NaN.
 MASKED_LOGIT = -1e9
-# The module of each backend's native implementations, imported on that backend only.
+# The module of each backend's native implementations and operations, imported on that
+# backend only (see `backend_module`).
 NATIVE_MODULES = {
     "torch": "keras_attn.kernels._torch",
     "jax": "keras_attn.kernels._jax",
@@ -43,13 +44,16 @@ def native_kernel(kernel, implementation, blocked_by=None):
     return found
 
 
+def backend_module():
+    """The module of the current backend's implementations, or `None` (a backend with none)."""
+    name = NATIVE_MODULES.get(keras.backend.backend())
+    return None if name is None else importlib.import_module(name)
+
+
 def _runnable(kernel):
     """The current backend's native `kernel`, or `None` (none, or a model being traced)."""
-    name = NATIVE_MODULES.get(keras.backend.backend())
-    if name is None:
-        return None
-    module = importlib.import_module(name)
-    if module.tracing():
+    module = backend_module()
+    if module is None or module.tracing():
         return None
     return module.NATIVE.get(kernel)
 

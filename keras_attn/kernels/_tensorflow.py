@@ -1,10 +1,13 @@
-"""The TensorFlow implementations of the attention kernels.
+"""The TensorFlow implementations of the attention kernels and of `runtime`.
 
+Imported on the TensorFlow backend only (see `_shared.backend_module`), and
+where TensorFlow serves a SavedModel (`runtime.load_saved_model`).
 TensorFlow has no fused attention of its own: its dense kernel is
 `keras.ops.dot_product_attention`, compiled by XLA, as in
 `keras.layers.MultiHeadAttention`.
 """
 
+import tensorflow as tf
 from keras import ops
 
 from keras_attn.kernels._shared import causal_mask
@@ -29,3 +32,58 @@ def dense_attention(query, key, value, mask, *, scale, causal):
 
 
 NATIVE = {"dense_attention": dense_attention}
+
+
+def gradients(loss, inputs):
+    """`runtime.gradients` with a `GradientTape`."""
+    with tf.GradientTape() as tape:
+        tape.watch(inputs)
+        total, aux = loss(*inputs)
+    return tape.gradient(total, inputs, unconnected_gradients=tf.UnconnectedGradients.ZERO), aux
+
+
+def assert_in_graph(condition, message, tensor):
+    """`runtime.assert_in_graph`: the graph's `InvalidArgumentError` says `message()`."""
+    with tf.control_dependencies([tf.debugging.Assert(condition, message())]):
+        return tf.identity(tensor)
+
+
+def graph_function(function, **options):
+    """`runtime.graph_function`: a `tf.function`."""
+    return tf.function(function, **options)
+
+
+def xla_compiled(function):
+    """`runtime.xla_compiled`: a `tf.function` compiled by XLA."""
+    return tf.function(function, jit_compile=True)
+
+
+def use_one_thread():
+    """`runtime.use_one_thread`: one intra-op and one inter-op thread."""
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+
+
+def ordered_dataset(x, y, batch_size):
+    """`runtime.ordered_dataset`."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size)
+    return dataset.with_options(options)
+
+
+def training_step_hlo(model, loss, x, y):
+    """`runtime.training_step_hlo`: the HLO of a `tf.function` with `jit_compile=True`."""
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            total = loss(y, model(x, training=True))
+        return total, tape.gradient(total, model.trainable_variables)
+
+    compiled = tf.function(step, jit_compile=True)
+    return compiled.experimental_get_compiler_ir(x, y)(stage="hlo")
+
+
+def load_saved_model(path):
+    """`runtime.load_saved_model`."""
+    return tf.saved_model.load(path)

@@ -1,4 +1,4 @@
-"""The torch implementations of the attention kernels.
+"""The torch implementations of the attention kernels and of `runtime`.
 
 Imported on the torch backend only (see `_shared.native_kernel`), so that an
 install without torch imports the library. Each equals its `keras.ops`
@@ -200,6 +200,24 @@ def _row_blocks(x):
     rows = max(1, block_bytes // (x[0].numel() * x.element_size()))
     for start in range(0, x.shape[0], rows):
         yield start, min(start + rows, x.shape[0])
+
+
+def gradients(loss, inputs):
+    """`runtime.gradients` with `torch.autograd.grad`."""
+    tensors = [x.detach().requires_grad_() for x in inputs]
+    total, aux = loss(*tensors)
+    grads = torch.autograd.grad(total, tensors, allow_unused=True, materialize_grads=True)
+    return list(grads), aux
+
+
+def use_one_thread():
+    """`runtime.use_one_thread`: one intra-op thread."""
+    torch.set_num_threads(1)
+
+
+def training_devices():
+    """`runtime.training_devices`: torch's GPUs, else the CPU."""
+    return [f"gpu:{index}" for index in range(torch.cuda.device_count())] or ["cpu:0"]
 
 
 NATIVE = {"dense_attention": dense_attention, "offset_attention": offset_attention}

@@ -11,6 +11,7 @@ import numpy as np
 
 from keras_attn._typing import Tensor
 from keras_attn.interop.model_layers import gate_heads
+from keras_attn.kernels import runtime
 from keras_attn.pruning.attention_layers import attention_layers
 
 
@@ -114,45 +115,21 @@ def _gate_gradients(layers, total_loss):
 
     Both are dicts `name -> [gate]` (one entry per call of the layer), each
     `(batch, *positions, heads, 1)`, differentiated with the backend's own
-    autodiff. A gate that does not reach the loss has a zero gradient, as
-    `jax.grad` gives it.
+    autodiff. A first run makes the gates (their shapes are known only
+    then); the loss is differentiated at them in a second. A gate that does
+    not reach the loss has a zero gradient.
     """
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf
+    gates, _ = _run_gated(layers, total_loss, lambda name, ones: ones)
+    names = list(gates)
 
-        with tf.GradientTape() as tape:
-            gates, total = _run_gated(layers, total_loss, lambda name, ones: _watch(tape, ones))
-        return gates, tape.gradient(
-            total, gates, unconnected_gradients=tf.UnconnectedGradients.ZERO
-        )
-    if backend == "torch":
-        import torch
+    def loss_of_gates(*values):
+        given = dict(zip(names, values, strict=True))
+        return _run_gated(layers, total_loss, lambda name, ones: given[name])[1], None
 
-        gates, total = _run_gated(layers, total_loss, lambda name, ones: ones.requires_grad_())
-        names = list(gates)
-        gradients = torch.autograd.grad(
-            total, [gates[name][0] for name in names], allow_unused=True, materialize_grads=True
-        )
-        return gates, {name: [gradient] for name, gradient in zip(names, gradients, strict=True)}
-    if backend == "jax":
-        import jax
-
-        gates, _ = _run_gated(layers, total_loss, lambda name, ones: ones)
-
-        def loss_of_gates(values):
-            return _run_gated(layers, total_loss, lambda name, ones: values[name][0])[1]
-
-        return gates, jax.grad(loss_of_gates)(gates)
-    raise ValueError(
-        "`head_importance` needs the TensorFlow, JAX or torch backend. "
-        f"Received: backend={backend!r}"
+    gradients, _ = runtime.gradients(
+        loss_of_gates, [gates[name][0] for name in names], purpose="`head_importance`"
     )
-
-
-def _watch(tape, gate):
-    tape.watch(gate)
-    return gate
+    return gates, {name: [gradient] for name, gradient in zip(names, gradients, strict=True)}
 
 
 def _run_gated(layers, total_loss, make_gate):

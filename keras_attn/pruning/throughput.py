@@ -1,11 +1,13 @@
 """Measured throughput of (pruned) models."""
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import keras
 
 from keras_attn._typing import Tensor
+from keras_attn.kernels import runtime
 from keras_attn.pruning.prune_heads import prune_heads
 from keras_attn.pruning.select_heads import select_heads
 from keras_attn.utils.timing import median_seconds
@@ -68,9 +70,8 @@ def measure_throughput(models: Sequence[keras.Model], inputs: Any, repeats: int)
 
 
 def _graph_call(model, inputs):
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        function = tf.function(model, reduce_retracing=True)
-        return lambda: function(inputs)
-    return lambda: model(inputs, training=False)
+    """A call of `model` on `inputs` at inference: through a `tf.function` on TensorFlow."""
+    function = runtime.graph_function(
+        functools.partial(model, training=False), reduce_retracing=True
+    )
+    return lambda: function(inputs)

@@ -148,17 +148,9 @@ def _exit_with_parent():
 
 def _one_thread():
     """Limits a worker process to one compute thread on TF and torch (before its first op)."""
-    import keras
+    from keras_attn.kernels import runtime
 
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        tf.config.threading.set_intra_op_parallelism_threads(1)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
-    elif keras.backend.backend() == "torch":
-        import torch
-
-        torch.set_num_threads(1)
+    runtime.use_one_thread()
 
 
 def add_seeds_argument(parser, default_note="overrides the setting"):

@@ -26,6 +26,7 @@ import time
 import keras
 import numpy as np
 
+from keras_attn.kernels import runtime
 from keras_attn.models import build_bsarec, build_sasrec
 from keras_attn.recommendation import (
     evaluate_full_ranking,
@@ -377,11 +378,7 @@ def training_devices():
     Keras's distribution API lists no devices on torch, so there they are
     torch's: its GPUs, else the CPU.
     """
-    if keras.backend.backend() != "torch":
-        return keras.distribution.list_devices()
-    import torch
-
-    return [f"gpu:{index}" for index in range(torch.cuda.device_count())] or ["cpu:0"]
+    return runtime.training_devices()
 
 
 def check_converged(fitted, learning_rate):

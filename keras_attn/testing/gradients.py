@@ -3,6 +3,8 @@
 import keras
 import numpy as np
 
+from keras_attn.kernels import runtime
+
 
 def output_and_gradients(layer, x, seed=1, **call_kwargs):
     """The output of `layer(x, **call_kwargs)` and the gradients of a fixed projection of it.
@@ -20,52 +22,17 @@ def output_and_gradients(layer, x, seed=1, **call_kwargs):
         `(output, gradients)`, numpy arrays; `gradients` lists the gradient
         with respect to `x`, then to each trainable variable.
     """
-    output_shape = keras.ops.convert_to_numpy(layer(x, **call_kwargs)).shape
-    cotangent = np.random.default_rng(seed).normal(size=output_shape).astype("float32")
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        output, grads = _tensorflow(layer, x, cotangent, call_kwargs)
-    elif backend == "jax":
-        output, grads = _jax(layer, x, cotangent, call_kwargs)
-    else:
-        output, grads = _torch(layer, x, cotangent, call_kwargs)
-    return keras.ops.convert_to_numpy(output), [keras.ops.convert_to_numpy(g) for g in grads]
-
-
-def _tensorflow(layer, x, cotangent, call_kwargs):
-    import tensorflow as tf
-
-    x = tf.constant(x)
-    with tf.GradientTape() as tape:
-        tape.watch(x)
-        output = layer(x, **call_kwargs)
-        loss = tf.reduce_sum(tf.cast(output, "float32") * cotangent)
-    return output, tape.gradient(loss, [x, *layer.trainable_variables])
-
-
-def _jax(layer, x, cotangent, call_kwargs):
-    import jax
-
-    def loss(weights, x):
-        output = layer.stateless_call(weights, [], x, **call_kwargs)[0]
-        return (output.astype("float32") * cotangent).sum(), output
-
-    weights = [v.value for v in layer.trainable_variables]
-    (weight_grads, x_grad), output = jax.grad(loss, argnums=(0, 1), has_aux=True)(weights, x)
-    return output, [x_grad, *weight_grads]
-
-
-def _torch(layer, x, cotangent, call_kwargs):
-    import torch
-
-    x = torch.tensor(x, requires_grad=True)
-    kwargs = {
-        k: torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in call_kwargs.items()
+    call_kwargs = {
+        k: keras.ops.convert_to_tensor(v) if isinstance(v, np.ndarray) else v
+        for k, v in call_kwargs.items()
     }
-    output = layer(x, **kwargs)
-    loss = (output.float() * torch.tensor(cotangent)).sum()
-    grads = torch.autograd.grad(loss, [x, *[v.value for v in layer.trainable_variables]])
-    return output.detach(), grads
+    trainable = [v.value for v in layer.trainable_variables]
+    frozen = [v.value for v in layer.non_trainable_variables]
+
+    def call(x, *weights):
+        return layer.stateless_call(list(weights), frozen, x, **call_kwargs)[0]
+
+    return function_output_and_gradients(call, [x, *trainable], seed=seed, dtype=None)
 
 
 def function_output_and_gradients(function, inputs, seed=1, dtype="float32"):
@@ -79,40 +46,23 @@ def function_output_and_gradients(function, inputs, seed=1, dtype="float32"):
         function: callable taking the tensors `inputs` and returning one tensor.
         inputs: numpy arrays.
         seed: int, seed of the cotangent `r`.
-        dtype: the dtype the inputs are cast to before the call.
+        dtype: the dtype the inputs are cast to before the call, or `None`
+            (as they are).
 
     Returns:
         `(output, gradients)`, numpy arrays in float32, one gradient per input.
     """
-    inputs = [keras.ops.cast(x, dtype) for x in inputs]
+    if dtype is not None:
+        inputs = [keras.ops.cast(x, dtype) for x in inputs]
     output_shape = tuple(function(*inputs).shape)
     cotangent = np.random.default_rng(seed).normal(size=output_shape).astype("float32")
     cotangent = keras.ops.convert_to_tensor(cotangent)
-    backend = keras.backend.backend()
 
     def loss(*tensors):
         output = function(*tensors)
         return keras.ops.sum(keras.ops.cast(output, "float32") * cotangent), output
 
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        tensors = list(inputs)
-        with tf.GradientTape() as tape:
-            tape.watch(tensors)
-            total, output = loss(*tensors)
-        grads = tape.gradient(total, tensors)
-    elif backend == "jax":
-        import jax
-
-        argnums = tuple(range(len(inputs)))
-        grads, output = jax.grad(loss, argnums=argnums, has_aux=True)(*inputs)
-    else:
-        import torch
-
-        tensors = [x.detach().requires_grad_() for x in inputs]
-        total, output = loss(*tensors)
-        grads = torch.autograd.grad(total, tensors)
+    grads, output = runtime.gradients(loss, inputs)
     as_float32 = [keras.ops.cast(g, "float32") for g in grads]
     return _numpy(keras.ops.cast(output, "float32")), [_numpy(g) for g in as_float32]
 

@@ -26,6 +26,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attn.kernels import runtime
 from keras_attn.utils.training import build_optimizer
 
 NEEDS_FOLDER = ("keras_save_load", "saved_model", "fresh_process_reload")
@@ -325,12 +326,10 @@ class LayerChecks:
         """Exports with the dynamic axes unknown, reloads with TensorFlow, serves two sizes."""
         if keras.backend.backend() not in ("tensorflow", "jax"):
             raise unittest.SkipTest("SavedModel export runs on the TensorFlow and JAX backends.")
-        import tensorflow as tf
-
         model = self.make_model(dynamic=True)
         path = str(tmp_path / "saved_model")
         model.export(path, format="tf_saved_model", verbose=False)
-        reloaded = tf.saved_model.load(path)
+        reloaded = runtime.load_saved_model(path)
         for size in self._serving_sizes():
             data = self._model_args(self.make_inputs(size, seed=1))
             self._assert_same_outputs(reloaded.serve(data), _forward(model, data), atol=1e-4)
@@ -524,15 +523,5 @@ def _assert_close_relative(actual, expected, rtol):
 
 def _assert_xla_lowers_training_step(model, data, target):
     """Lowers the forward pass, loss and gradients to XLA HLO; raises if XLA can't."""
-    import tensorflow as tf
-
-    loss_fn = keras.losses.MeanSquaredError()
-
-    def step(x, y):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
-        return loss, tape.gradient(loss, model.trainable_variables)
-
-    compiled = tf.function(step, jit_compile=True)
-    hlo = compiled.experimental_get_compiler_ir(data, target)(stage="hlo")
+    hlo = runtime.training_step_hlo(model, keras.losses.MeanSquaredError(), data, target)
     assert "HloModule" in hlo

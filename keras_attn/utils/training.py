@@ -277,9 +277,9 @@ def inference_function(model):
     """
     if keras.backend.backend() != "tensorflow":
         return model.predict_on_batch
-    import tensorflow as tf
+    from keras_attn.kernels import runtime  # the kernels import utils
 
-    return tf.function(model, reduce_retracing=True)
+    return runtime.graph_function(model, reduce_retracing=True)
 
 
 def ordered_batches(x: Tensor, y: Tensor, batch_size: int) -> dict[str, Any]:
@@ -315,12 +315,9 @@ def ordered_batches(x: Tensor, y: Tensor, batch_size: int) -> dict[str, Any]:
         )
     if keras.backend.backend() != "tensorflow":
         return {"x": x, "y": y, "batch_size": batch_size, "shuffle": False}
-    import tensorflow as tf
+    from keras_attn.kernels import runtime  # the kernels import utils
 
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size)
-    return {"x": dataset.with_options(options), "shuffle": False}
+    return {"x": runtime.ordered_dataset(x, y, batch_size), "shuffle": False}
 
 
 def step_losses(model: keras.Model, x: Tensor, y: Tensor, batch_size: int) -> np.ndarray:

@@ -301,20 +301,19 @@ def _asserted(equal, name, tensor, sizes, shape):
     """
     import keras
 
-    if keras.backend.backend() != "tensorflow":
-        return tensor
-    import tensorflow as tf
+    from keras_attn.kernels.runtime import assert_in_graph  # the kernels import utils
 
     # Plain strings and tensors: XLA has no string kernels (`tf.strings.format`
     # fails to compile), and drops the assertion with its constant inputs.
-    message = [
-        f"`{name}` must have shape",
-        keras.ops.stack(shape),
-        f"Received: {name}.shape=",
-        sizes,
-    ]
-    with tf.control_dependencies([tf.debugging.Assert(equal, message)]):
-        return tf.identity(tensor)
+    def message():
+        return [
+            f"`{name}` must have shape",
+            keras.ops.stack(shape),
+            f"Received: {name}.shape=",
+            sizes,
+        ]
+
+    return assert_in_graph(equal, message, tensor)
 
 
 def _matches(shape, expected):

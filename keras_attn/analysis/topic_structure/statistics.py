@@ -12,6 +12,7 @@ import numpy as np
 
 from keras_attn._typing import Tensor
 from keras_attn.analysis.topic_structure.data import PAD_ID
+from keras_attn.kernels import runtime
 
 
 def word_embeddings(model: keras.Model) -> np.ndarray:
@@ -170,11 +171,7 @@ def _attention_weights_function(model):
         )  # (batch, 1, length, length)
         return scores[:, 0]
 
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        return tf.function(attention_weights)
-    return attention_weights
+    return runtime.graph_function(attention_weights)
 
 
 def _statistics(model, attention_weights, pairs, topics):

@@ -19,6 +19,7 @@ import numpy as np
 from keras import ops
 
 from keras_attn._typing import Tensor
+from keras_attn.kernels import runtime
 from keras_attn.models.adavit.decisions import DECISION_KEYS
 from keras_attn.models.macs import count_macs, layer_macs
 from keras_attn.utils.validation import check_int, check_optional_int
@@ -346,7 +347,6 @@ def xla_function(model, **call_kwargs):
     with_decisions = call_kwargs.pop("with_decisions", False)
     backend = keras.backend.backend()
     if backend == "tensorflow":
-        import tensorflow as tf
 
         def forward(images, *decisions):  # `decisions`: empty, or the dict
             kwargs = dict(call_kwargs, training=False)
@@ -354,7 +354,7 @@ def xla_function(model, **call_kwargs):
                 kwargs["decisions"] = decisions[0]
             return model(images, **kwargs)
 
-        compiled = tf.function(forward, jit_compile=True)
+        compiled = runtime.xla_compiled(forward)
 
         def run(*args):
             return keras.tree.map_structure(np.asarray, compiled(*args))
@@ -362,8 +362,6 @@ def xla_function(model, **call_kwargs):
         run.compiled = compiled
         return run
     if backend == "jax":
-        import jax
-
         trainable = [v.value for v in model.trainable_variables]
         frozen = [v.value for v in model.non_trainable_variables]
 
@@ -373,7 +371,7 @@ def xla_function(model, **call_kwargs):
                 kwargs["decisions"] = decisions[0]
             return model.stateless_call(trainable, frozen, images, **kwargs)[0]
 
-        compiled = jax.jit(stateless)
+        compiled = runtime.xla_compiled(stateless)
         return lambda *args: keras.tree.map_structure(
             np.asarray, compiled(trainable, frozen, *args)
         )
