@@ -138,14 +138,18 @@ def gathered_attention(
     gathered_values = gather_positions(value, indices)  # (length, K, batch, heads, value_dim)
     # Products and sums rather than einsums: as a matmul, each query is
     # a batch of its own (1, key_dim) x (key_dim, K) product.
-    by_position = ops.transpose(query, (1, 0, 2, 3))[:, None]  # (length, 1, batch, heads, dim)
+    by_position = ops.expand_dims(
+        ops.transpose(query, (1, 0, 2, 3)), 1
+    )  # (length, 1, batch, heads, dim)
     logits = ops.sum(by_position * gathered_keys, axis=-1)  # (length, K, batch, heads)
     logits = ops.transpose(logits, (2, 3, 0, 1))  # (batch, heads, length, K)
     allowed = None if mask is None else ops.cast(mask, "bool")
     weights = masked_softmax(logits, allowed, logit_scale, dtype=value.dtype)
     if dropout is not None:
         weights = dropout(weights)
-    slot_weights = ops.transpose(weights, (2, 3, 0, 1))[..., None]  # (length, K, b, heads, 1)
+    slot_weights = ops.expand_dims(
+        ops.transpose(weights, (2, 3, 0, 1)), -1
+    )  # (length, K, b, heads, 1)
     context = ops.sum(slot_weights * gathered_values, axis=1)  # (length, batch, heads, v_dim)
     return ops.transpose(context, (1, 0, 2, 3)), weights
 

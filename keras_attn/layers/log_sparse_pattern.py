@@ -153,8 +153,7 @@ def _bit_length(value):
         return max(int(value), 0).bit_length()
     if not ops.is_tensor(value):
         return _MAX_BITS
-    powers = ops.convert_to_tensor([2**j for j in range(_MAX_BITS)], "int32")
-    return ops.sum(ops.cast(powers <= value, "int32"))
+    return ops.sum(ops.cast(_powers_of_two(_MAX_BITS) <= value, "int32"))
 
 
 def _ceil_div(value, divisor):
@@ -169,8 +168,13 @@ def _python_powers_of_two(largest):
 
 
 def _powers_of_two(count):
-    """`1, 2, 4, ..., 2^(count - 1)` as an int32 `(count,)` tensor."""
-    return ops.left_shift(ops.ones((), "int32"), ops.arange(0, count, dtype="int32"))
+    """`1, 2, 4, ..., 2^(count - 1)` as an int32 `(count,)` tensor, `count <= 31`.
+
+    The first `count` of a constant (not a left shift, which the LiteRT
+    converter keeps as a TensorFlow op).
+    """
+    powers = ops.convert_to_tensor([2**j for j in range(_MAX_BITS)], "int32")  # (31,)
+    return ops.slice(powers, (0,), (count,))  # (count,)
 
 
 def _with_powers_of_two(prefix, largest):

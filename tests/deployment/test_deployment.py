@@ -47,7 +47,7 @@ def test_a_model_of_many_layers_serves_the_same_outputs(path, tmp_path):
     keras.utils.set_random_seed(0)
     model, data = _many_layers_model()
     expected = keras.ops.convert_to_numpy(model(data))  # ONNX exports a model once called.
-    served = PATHS[path][1](model, data, tmp_path)
+    served = PATHS[path][1](model, data, tmp_path)(data)
     served = served[0] if isinstance(served, list) else served
     np.testing.assert_allclose(keras.ops.convert_to_numpy(served), expected, atol=ATOL)
 
@@ -62,7 +62,7 @@ def _assert_upstream_error(like, path, model, data, tmp_path):
     pattern, _ = upstream_limit(like, path, BACKEND)
     model(data)
     with pytest.raises(Exception) as caught:
-        PATHS[path][1](model, data, tmp_path)
+        PATHS[path][1](model, data, tmp_path)(data)
     assert re.search(pattern, f"{caught.type.__name__}: {caught.value}", re.DOTALL)
 
 
@@ -116,6 +116,6 @@ def test_onnx_export_from_torch_traces_the_reference_kernels(tmp_path, monkeypat
     data = np.random.default_rng(0).normal(size=(2, 9, 8)).astype("float32")
     expected = keras.ops.convert_to_numpy(model(data))
     assert calls == ["dense_attention", "offset_attention"]
-    served = PATHS["onnx"][1](model, data, tmp_path)[0]
+    served = PATHS["onnx"][1](model, data, tmp_path)(data)[0]
     assert calls == ["dense_attention", "offset_attention"]  # none while exporting
     np.testing.assert_allclose(served, expected, atol=ATOL)
