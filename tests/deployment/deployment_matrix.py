@@ -263,7 +263,6 @@ SEQUENCE_LAYER_CASES = (
     "MultiHeadSelfAttention(LogSparsePattern, attention_mask)",
     "MultiHeadSelfAttention(CausalWindowPattern)",
     "PositionEmbedding",
-    "SinCosPositionEmbedding1D",
     "TokenPerformer",
     "TokenTransformer",
     "TransformerBlock",
@@ -410,12 +409,23 @@ def _limits(cases, path, backend, pattern, workaround):
     return {(case, path, backend): (pattern, workaround) for case in cases}
 
 
+def _at_any_length(*cases):
+    """Each case and its twin at an unknown length."""
+    return tuple(name for case in cases for name in (case, f"{case} at unknown length"))
+
+
+# The builders whose inputs take any length, served at two lengths.
+ANY_LENGTH_BUILDERS = (
+    "build_bert_encoder",
+    "build_bit_string_classifier",
+    "build_decoder_language_model",
+    "build_exact_first_transformer",
+    "build_exact_parity_transformer",
+    "build_logsparse_forecaster",
+)
 EXACT_GELU = (
-    "BSARecBlock",
+    *_at_any_length("BSARecBlock", "TokenPerformer", "TokenTransformer", "TransformerBlock"),
     "T2TModule",
-    "TokenPerformer",
-    "TokenTransformer",
-    "TransformerBlock",
     "AdaViT",
     "build_bert_encoder",
     "build_bsarec",
@@ -426,13 +436,29 @@ EXACT_GELU = (
 )
 # jax2onnx cannot take these apart (the standalone position layers export).
 JAX2ONNX_DYNAMIC_LENGTH = (
+    "BitStringFeatures at unknown length",
+    "BSARecBlock at unknown length",
+    "LearnedScalePositions at unknown length",
+    "PositionEmbedding at unknown length",
     "build_bit_string_classifier",
     "build_decoder_language_model",
     "build_exact_first_transformer",
     "build_exact_parity_transformer",
 )
 SPARSE_PATTERNS = ("LogSparseAttention", "MultiHeadSelfAttention(CausalWindowPattern)")
-SEVERAL_SEQUENCE_INPUTS = ("build_bert_encoder", "build_logsparse_forecaster")
+SEVERAL_SEQUENCE_INPUTS = (
+    "MultiHeadSelfAttention(LogSparsePattern, attention_mask) at unknown length",
+    "build_bert_encoder",
+    "build_logsparse_forecaster",
+)
+CAUSAL_AT_UNKNOWN_LENGTH = tuple(
+    f"{case} at unknown length"
+    for case in (
+        "ConvolutionalSelfAttention",
+        "MultiHeadSelfAttention",
+        "MultiHeadSelfAttention(blockwise causal)",
+    )
+)
 # (case, path, backend) -> (pattern of "ErrorType: message", workaround): what
 # an upstream tool raises today. `check` asserts it, so an entry fails (and
 # must go) once the tool lifts the limit. `("*", path, backend)` is every case.
@@ -467,7 +493,7 @@ UPSTREAM_LIMITS = {
         SEVERAL_SEQUENCE_INPUTS,
         "onnx",
         "jax",
-        r"Incompatible shapes for broadcasting",
+        r"Incompatible shapes for broadcasting|a symbol of its own",
         "Keras gives every unknown sequence axis of a JAX export its own symbol, so inputs "
         "that share a length do not add; export ONNX from torch.",
     ),
@@ -475,13 +501,13 @@ UPSTREAM_LIMITS = {
         SEVERAL_SEQUENCE_INPUTS,
         "saved_model",
         "jax",
-        r"incompatible shapes for broadcasting",
+        r"incompatible shapes for broadcasting|a symbol of its own",
         "Keras gives every unknown sequence axis of a JAX export its own symbol; pass "
         "`jax2tf_kwargs={'polymorphic_shapes': ...}` with one symbol for the shared length, "
         "or export from TensorFlow.",
     ),
     **_limits(
-        ("build_decoder_language_model", "build_logsparse_forecaster"),
+        ("build_decoder_language_model",),
         "litert",
         "tensorflow",
         r"Select TensorFlow op\(s\)",
@@ -489,6 +515,33 @@ UPSTREAM_LIMITS = {
         "boolean mask by indexing (`mask[None, None]`), which the TFLite converter keeps as a "
         "TensorFlow op; serve the file with a LiteRT runtime linked with the Flex delegate "
         "(TensorFlow Select ops).",
+    ),
+    **_limits(
+        (*UNKNOWN_LENGTH_CASES, *ANY_LENGTH_BUILDERS),
+        "onnx",
+        "torch",
+        r"InvalidArgument: .*Got invalid dimensions for input",
+        "Keras exports ONNX from torch at the static shape of `input_signature` (without one "
+        "it takes torch's TorchScript exporter, which fails on the layer norm): export once "
+        "per serving length, or export ONNX from TensorFlow or JAX.",
+    ),
+    **_limits(
+        CAUSAL_AT_UNKNOWN_LENGTH,
+        "onnx",
+        "jax",
+        r"NotImplementedError: jax.nn.dot_product_attention with is_causal=True requires static",
+        "jax2onnx lowers `jax.nn.dot_product_attention` with `is_causal=True` (Keras' causal "
+        "attention on JAX) at static lengths only; export ONNX from TensorFlow, or from JAX "
+        "at a static length.",
+    ),
+    **_limits(
+        (*CAUSAL_AT_UNKNOWN_LENGTH, "TokenPerformer at unknown length"),
+        "litert",
+        "tensorflow",
+        r"Select TensorFlow op\(s\).*FlexStridedSlice",
+        "At an unknown length the LiteRT converter keeps a `StridedSlice` of these layers as a "
+        "TensorFlow op; export at a static length, or serve the file with a LiteRT runtime "
+        "linked with the Flex delegate.",
     ),
 }
 

@@ -52,6 +52,16 @@ def test_a_model_of_many_layers_serves_the_same_outputs(path, tmp_path):
     np.testing.assert_allclose(keras.ops.convert_to_numpy(served), expected, atol=ATOL)
 
 
+@pytest.mark.parametrize("path", _paths_of_this_backend())
+@pytest.mark.parametrize(
+    "case", ["FourierFilter at unknown length", "LogSparseAttention at unknown length"]
+)
+def test_fourier_filter_and_log_sparse_attention_serve_any_length(case, path, tmp_path):
+    """Exported at an unknown length, served at two lengths (ONNX from JAX, LiteRT)."""
+    limited = upstream_limit(case, path, BACKEND) is not None
+    assert check(case, path, tmp_path) == ("upstream limit" if limited else "works")
+
+
 def _dense_model(activation=None):
     inputs = keras.Input(shape=(4,), name="inputs")
     return keras.Model(inputs, keras.layers.Dense(3, activation=activation)(inputs))
