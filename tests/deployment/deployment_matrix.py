@@ -352,7 +352,7 @@ def serve_saved_model(model, inputs, folder):
     path = str(folder / "saved_model")
     model.export(path, format="tf_saved_model", verbose=False)
     reloaded = tf.saved_model.load(path)  # Owns the variables: keep it while serving.
-    return reloaded.serve
+    return lambda x: reloaded.serve(x)
 
 
 def _static_signature(inputs):
