@@ -138,24 +138,22 @@ def gathered_attention(
     gathered_values = gather_positions(value, indices)  # (length, K, batch, heads, value_dim)
     # Products and sums rather than einsums: as a matmul, each query is
     # a batch of its own (1, key_dim) x (key_dim, K) product.
-    by_position = ops.expand_dims(
-        ops.transpose(query, (1, 0, 2, 3)), 1
-    )  # (length, 1, batch, heads, dim)
+    by_position = ops.transpose(query, (1, 0, 2, 3))  # (length, batch, heads, dim)
+    by_position = ops.expand_dims(by_position, 1)  # (length, 1, batch, heads, dim)
     logits = ops.sum(by_position * gathered_keys, axis=-1)  # (length, K, batch, heads)
     logits = ops.transpose(logits, (2, 3, 0, 1))  # (batch, heads, length, K)
     allowed = None if mask is None else ops.cast(mask, "bool")
     weights = masked_softmax(logits, allowed, logit_scale, dtype=value.dtype)
     if dropout is not None:
         weights = dropout(weights)
-    slot_weights = ops.expand_dims(
-        ops.transpose(weights, (2, 3, 0, 1)), -1
-    )  # (length, K, b, heads, 1)
+    slot_weights = ops.transpose(weights, (2, 3, 0, 1))  # (length, K, batch, heads)
+    slot_weights = ops.expand_dims(slot_weights, -1)  # (length, K, batch, heads, 1)
     context = ops.sum(slot_weights * gathered_values, axis=1)  # (length, batch, heads, v_dim)
     return ops.transpose(context, (1, 0, 2, 3)), weights
 
 
 def gather_positions(x: Tensor, indices: Tensor) -> Tensor:
-    """`x[:, indices]` as `(*indices.shape, batch, heads, dim)`, rows of a 2-D table.
+    """`x[:, indices]` as `(*indices.shape, batch, heads, dim)`, a gather on axis 0.
 
     One `Gather` on axis 0 in every export. On torch it looks up rows of a
     2-D table (torch's `take` on a tensor of more axes exports to ONNX a

@@ -389,10 +389,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             full = ops.cast(attention_mask, "bool")
         if not causal:
             return full
-        positions = sequence_positions(length)
-        return ops.logical_and(
-            full, ops.expand_dims(positions, 1) >= positions
-        )  # (batch, length, length)
+        positions = sequence_positions(length)  # (length,)
+        seen = ops.expand_dims(positions, 1) >= positions  # (length, length)
+        return ops.logical_and(full, seen)  # (batch, length, length)
 
     def _adds_causal_mask(self, use_causal_mask):
         """Whether `use_causal_mask` adds a causal mask (only to the `"dense"` pattern)."""
