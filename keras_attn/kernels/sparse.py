@@ -3,10 +3,12 @@
 import numbers
 from collections.abc import Callable, Sequence
 
+import keras
 from keras import ops
 
 from keras_attn._typing import Tensor
 from keras_attn.kernels._shared import loop, masked_softmax, native_kernel, padded, window
+from keras_attn.utils.validation import sequence_positions
 
 
 def offset_attention(
@@ -136,26 +138,28 @@ def gathered_attention(
     gathered_values = gather_positions(value, indices)  # (length, K, batch, heads, value_dim)
     # Products and sums rather than einsums: as a matmul, each query is
     # a batch of its own (1, key_dim) x (key_dim, K) product.
-    by_position = ops.transpose(query, (1, 0, 2, 3))[:, None]  # (length, 1, batch, heads, dim)
+    by_position = ops.transpose(query, (1, 0, 2, 3))  # (length, batch, heads, dim)
+    by_position = ops.expand_dims(by_position, 1)  # (length, 1, batch, heads, dim)
     logits = ops.sum(by_position * gathered_keys, axis=-1)  # (length, K, batch, heads)
     logits = ops.transpose(logits, (2, 3, 0, 1))  # (batch, heads, length, K)
     allowed = None if mask is None else ops.cast(mask, "bool")
     weights = masked_softmax(logits, allowed, logit_scale, dtype=value.dtype)
     if dropout is not None:
         weights = dropout(weights)
-    # `expand_dims`: indexing with `None` here is a strided slice that the
-    # LiteRT converter keeps as a TensorFlow op.
-    slot_weights = ops.expand_dims(ops.transpose(weights, (2, 3, 0, 1)), -1)  # (length, K, b, h, 1)
+    slot_weights = ops.transpose(weights, (2, 3, 0, 1))  # (length, K, batch, heads)
+    slot_weights = ops.expand_dims(slot_weights, -1)  # (length, K, batch, heads, 1)
     context = ops.sum(slot_weights * gathered_values, axis=1)  # (length, batch, heads, v_dim)
     return ops.transpose(context, (1, 0, 2, 3)), weights
 
 
 def gather_positions(x: Tensor, indices: Tensor) -> Tensor:
-    """`x[:, indices]` as `(*indices.shape, batch, heads, dim)`, rows of a 2-D table.
+    """`x[:, indices]` as `(*indices.shape, batch, heads, dim)`, a gather on axis 0.
 
-    A row lookup (`take` on axis 0 of a matrix) is one `Gather` in every
-    export; torch's `take` on another axis exports to ONNX a `Squeeze` that
-    ONNX Runtime rejects.
+    One `Gather` on axis 0 in every export. On torch it looks up rows of a
+    2-D table (torch's `take` on a tensor of more axes exports to ONNX a
+    `Squeeze` that ONNX Runtime rejects); elsewhere it gathers from the
+    positions directly (jax2onnx cannot reshape the table, whose width
+    multiplies the unknown batch size).
 
     Args:
         x: `(batch, length, heads, dim)`.
@@ -173,6 +177,8 @@ def gather_positions(x: Tensor, indices: Tensor) -> Tensor:
     [[4.0, 5.0], [0.0, 1.0]]
     """
     positions = ops.transpose(x, (1, 0, 2, 3))  # (length, batch, heads, dim)
+    if keras.backend.backend() != "torch":
+        return ops.take(positions, indices, axis=0)  # (*indices.shape, batch, heads, dim)
     table = ops.reshape(positions, (ops.shape(x)[1], -1))  # (length, batch * heads * dim)
     rows = ops.take(table, ops.reshape(indices, (-1,)), axis=0)  # (length * K, batch * heads * dim)
     return ops.reshape(rows, (*ops.shape(indices), *ops.shape(positions)[1:]))
@@ -193,7 +199,7 @@ def _checked_offsets(offsets):
 
 def _slots_in_range(offsets, length, mask):
     """Boolean `(batch or 1, 1, length, K)`: the slots of `mask` that reach a position."""
-    positions = ops.expand_dims(ops.arange(0, length, dtype="int32"), 1)  # (length, 1)
+    positions = ops.expand_dims(sequence_positions(length), 1)  # (length, 1)
     reach = positions >= ops.convert_to_tensor([list(offsets)], "int32")  # (length, K)
     reach = ops.expand_dims(reach, (0, 1))  # (1, 1, length, K)
     return reach if mask is None else ops.logical_and(ops.cast(mask, "bool"), reach)

@@ -14,7 +14,7 @@ import keras
 from keras import ops
 
 from keras_attn._typing import Tensor
-from keras_attn.utils.validation import check_int
+from keras_attn.utils.validation import check_int, sequence_positions
 
 
 @keras.saving.register_keras_serializable(package="keras_attn")
@@ -93,8 +93,8 @@ class CausalWindowPattern(AttentionPattern):
         self.window = check_int("window", window)
 
     def key_indices(self, length: int | Tensor) -> tuple[Tensor, Tensor]:
-        positions = ops.arange(0, length, dtype="int32")[:, None]
-        offsets = ops.arange(self.window - 1, -1, -1, dtype="int32")[None, :]
+        positions = ops.expand_dims(sequence_positions(length), 1)  # (length, 1)
+        offsets = ops.arange(self.window - 1, -1, -1, dtype="int32")  # (window,)
         keys = positions - offsets  # (length, window)
         return ops.maximum(keys, 0), keys >= 0
 

@@ -22,6 +22,7 @@ from keras_attn.utils.validation import (
     check_positive,
     check_rate,
     check_shape,
+    sequence_positions,
     static_size,
 )
 
@@ -171,21 +172,27 @@ class FourierFilter(keras.layers.Layer):
         length = ops.shape(x)[1]
         n = ops.cast(length, "int32")
         frequencies = ops.arange(0, self.kept_bins, dtype="int32")  # (bins,)
-        positions = ops.arange(0, length, dtype="int32")  # (length,)
-        # 2 pi (k t mod L) / L: reduced mod L first so float32 stays exact.
-        turns = ops.mod(frequencies[:, None] * positions[None, :], n)  # (bins, length)
+        positions = sequence_positions(length)  # (length,)
+        # 2 pi (k t mod L) / L: reduced mod L first so float32 stays exact, as
+        # k t - q L with q = floor(k t / L) (jax2onnx cannot lower `mod` at an
+        # unknown length); a q one off moves the angle by a whole turn.
+        products = ops.expand_dims(frequencies, 1) * positions  # (bins, length)
+        wraps = ops.floor(ops.cast(products, "float32") / ops.cast(n, "float32"))
+        turns = products - ops.cast(wraps, "int32") * n  # (bins, length)
         angles = ops.cast(turns, "float32") * (2.0 * math.pi / ops.cast(n, "float32"))
         cos, sin = ops.cos(angles), ops.sin(angles)  # (bins, length) each
-        real = ops.einsum("kt,btd->bkd", cos, x)  # (batch, bins, dim)
-        imag = ops.einsum("kt,btd->bkd", sin, x)  # (batch, bins, dim), sign dropped
+        # Broadcast matmuls, not einsums: jax2onnx's einsum cannot take two
+        # operands that share the unknown length.
+        real = ops.matmul(cos, x)  # (bins, length) @ (batch, length, dim) -> (batch, bins, dim)
+        imag = ops.matmul(sin, x)  # (batch, bins, dim), sign dropped
         # Inverse weights: 1 for the mean and the Nyquist bin, 2 for a bin
         # that stands for itself and its mirror, 0 above L / 2; over L.
         doubled = 2 * frequencies
         weight = ops.where(ops.logical_or(doubled == 0, doubled == n), 1.0, 2.0)
         weight = ops.where(doubled <= n, weight, 0.0) / ops.cast(n, "float32")  # (bins,)
-        return ops.einsum("kt,bkd->btd", cos, real * weight[:, None]) + ops.einsum(
-            "kt,bkd->btd", sin, imag * weight[:, None]
-        )  # (batch, length, dim)
+        weight = ops.expand_dims(weight, 1)  # (bins, 1)
+        low = ops.matmul(ops.transpose(cos), real * weight)  # (length, bins) @ (batch, bins, dim)
+        return low + ops.matmul(ops.transpose(sin), imag * weight)  # (batch, length, dim)
 
     def call(
         self, inputs: Tensor, mask: Tensor | None = None, training: bool | None = None

@@ -11,7 +11,7 @@ from keras import ops
 
 from keras_attn._typing import Tensor
 from keras_attn.layers.attention_pattern import AttentionPattern
-from keras_attn.utils.validation import check_choice, check_int
+from keras_attn.utils.validation import check_choice, check_int, sequence_positions
 
 VARIANTS = ("pure", "local", "restart")
 # Powers of two up to 2**30: enough to count the bits of any int32 length.
@@ -79,8 +79,8 @@ class LogSparsePattern(AttentionPattern):
 
     def key_indices(self, length: int | Tensor) -> tuple[Tensor, Tensor]:
         offsets = self.offsets(length)  # (K,)
-        queries = ops.arange(0, length, dtype="int32")[:, None]  # (length, 1)
-        keys = queries - offsets[None, :]  # (length, K)
+        queries = ops.expand_dims(sequence_positions(length), 1)  # (length, 1)
+        keys = queries - offsets  # (length, K)
         return ops.maximum(keys, 0), keys >= 0
 
     def offsets(self, length: int | Tensor) -> Tensor:
@@ -118,7 +118,7 @@ class LogSparsePattern(AttentionPattern):
         size = self.subsequence_length
         inside = _with_powers_of_two(ops.zeros((1,), "int32"), size - 1)  # (k,)
         starts = ops.arange(0, _ceil_div(length, size), dtype="int32") * size  # (m,)
-        return ops.reshape(starts[:, None] + inside[None, :], (-1,))  # (m * k,)
+        return ops.reshape(ops.expand_dims(starts, 1) + inside, (-1,))  # (m * k,)
 
     def get_config(self):
         return {
@@ -153,7 +153,7 @@ def _bit_length(value):
         return max(int(value), 0).bit_length()
     if not ops.is_tensor(value):
         return _MAX_BITS
-    return ops.sum(ops.cast(_all_powers_of_two() <= value, "int32"))
+    return ops.sum(ops.cast(_powers_of_two(_MAX_BITS) <= value, "int32"))
 
 
 def _ceil_div(value, divisor):
@@ -167,15 +167,14 @@ def _python_powers_of_two(largest):
     return tuple(2**j for j in range(_bit_length(largest)))
 
 
-def _all_powers_of_two():
-    """`1, 2, 4, ..., 2^(_MAX_BITS - 1)` as an int32 tensor."""
-    return ops.convert_to_tensor([2**j for j in range(_MAX_BITS)], "int32")
-
-
 def _powers_of_two(count):
-    """`1, 2, 4, ..., 2^(count - 1)` as an int32 `(count,)` tensor, `count <= _MAX_BITS`."""
-    # A slice of constants: the LiteRT converter keeps `left_shift` as a TensorFlow op.
-    return _all_powers_of_two()[:count]
+    """`1, 2, 4, ..., 2^(count - 1)` as an int32 `(count,)` tensor, `count <= 31`.
+
+    The first `count` of a constant (not a left shift, which the LiteRT
+    converter keeps as a TensorFlow op).
+    """
+    powers = ops.convert_to_tensor([2**j for j in range(_MAX_BITS)], "int32")  # (31,)
+    return ops.slice(powers, (0,), (count,))  # (count,)
 
 
 def _with_powers_of_two(prefix, largest):

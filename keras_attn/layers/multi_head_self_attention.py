@@ -40,6 +40,7 @@ from keras_attn.utils.validation import (
     check_positive,
     check_rate,
     check_shape,
+    sequence_positions,
     shape_checked_when_run,
     static_size,
 )
@@ -388,8 +389,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             full = ops.cast(attention_mask, "bool")
         if not causal:
             return full
-        positions = ops.arange(0, length)
-        return ops.logical_and(full, positions[:, None] >= positions[None, :])
+        positions = sequence_positions(length)  # (length,)
+        seen = ops.expand_dims(positions, 1) >= positions  # (length, length)
+        return ops.logical_and(full, seen)  # (batch, length, length)
 
     def _adds_causal_mask(self, use_causal_mask):
         """Whether `use_causal_mask` adds a causal mask (only to the `"dense"` pattern)."""
@@ -855,7 +857,7 @@ def _slot_allowed(indices, valid, mask, attention_mask=None):
         allowed.append(_lookup(mask, indices))  # (batch, length, K)
     if attention_mask is not None:
         length = ops.shape(indices)[0]
-        rows = ops.arange(0, length, dtype=indices.dtype)[:, None]  # (length, 1)
+        rows = ops.expand_dims(sequence_positions(length, indices.dtype), 1)  # (length, 1)
         # (batch, length * length): query i's row of keys from entry i * length.
         flat = ops.reshape(attention_mask, (ops.shape(attention_mask)[0], -1))
         allowed.append(_lookup(flat, rows * length + indices))  # (batch, length, K)

@@ -361,6 +361,21 @@ def static_size(value):
     return int(value) if isinstance(value, numbers.Integral) else None
 
 
+def sequence_positions(length, dtype="int32"):
+    """`ops.arange(0, length, dtype=dtype)`, also for a length known only when run.
+
+    A static `length` is `ops.arange`. Any other (a tensor, a symbolic JAX
+    dimension) is counted by a cumulative sum of ones of shape `(length,)`,
+    whose axis keeps the length's own symbol: jax2onnx gives `arange` of a
+    symbolic length a dimension of its own, which matches no input axis.
+    """
+    from keras import ops
+
+    if isinstance(length, numbers.Integral):
+        return ops.arange(0, length, dtype=dtype)
+    return ops.cumsum(ops.ones((length,), dtype), axis=0) - ops.ones((), dtype)
+
+
 def _symbolic_hint(shape):
     if not any(_is_symbolic(size) for size in shape if size is not None):
         return ""

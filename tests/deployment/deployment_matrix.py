@@ -2,9 +2,12 @@
 
 Each case builds a small model and its test inputs; each path exports the
 model (`model.export`) and serves it with its runtime (TensorFlow,
-ONNX Runtime, the TFLite interpreter). `check(case, path)` compares the
-served outputs with the Keras model's to 1e-4, or, where an upstream tool
-is the limit (`UPSTREAM_LIMITS`), asserts today's error.
+ONNX Runtime, the TFLite interpreter). A model whose sequence length is
+unknown (`keras.Input((None, d))`: the builders that take any length and
+the layer cases `at unknown length`) is exported once and served at two
+lengths. `check(case, path)` compares the served outputs with the Keras
+model's to 1e-4, or, where an upstream tool is the limit
+(`UPSTREAM_LIMITS`), asserts today's error.
 
 Run the whole matrix on the three backends and write its outcome:
 
@@ -41,6 +44,8 @@ from keras_attn.models import (
 
 ATOL = 1e-4
 BACKENDS = ("tensorflow", "jax", "torch")
+# A model of unknown length is also served this many positions shorter.
+SHORTER_BY = 2
 
 
 def _floats(shape, seed=0):
@@ -241,7 +246,55 @@ MODEL_CASES = {
     ),
     "build_vision_transformer": lambda: (_vit(), _floats((2, 8, 8))),
 }
-CASES = {**LAYER_CASES, **MODEL_CASES}
+# The layer cases that take a sequence of any length, each also built on
+# inputs of unknown length (`"<case> at unknown length"`).
+SEQUENCE_LAYER_CASES = (
+    "BitStringFeatures",
+    "BSARecBlock",
+    "ClassToken",
+    "ConvolutionalSelfAttention",
+    "FourierFilter",
+    "GaussianHead",
+    "GumbelSigmoidGate",
+    "LearnedScalePositions",
+    "LogSparseAttention",
+    "MultiHeadSelfAttention",
+    "MultiHeadSelfAttention(blockwise causal)",
+    "MultiHeadSelfAttention(LogSparsePattern, attention_mask)",
+    "MultiHeadSelfAttention(CausalWindowPattern)",
+    "PositionEmbedding",
+    "TokenPerformer",
+    "TokenTransformer",
+    "TransformerBlock",
+)
+
+
+def _at_unknown_length(case):
+    """The layer of `LAYER_CASES[case]` called on inputs whose length axes are unknown."""
+
+    def build():
+        model, inputs = LAYER_CASES[case]()
+        arrays = inputs if isinstance(inputs, list) else [inputs]
+        length = arrays[0].shape[1]
+        unknown = [
+            keras.Input(
+                shape=tuple(None if size == length else size for size in x.shape[1:]),
+                dtype=str(x.dtype),
+                name=tensor.name,
+            )
+            for tensor, x in zip(model.inputs, arrays, strict=True)
+        ]
+        extra = {tensor.name: tensor for tensor in unknown[1:]}
+        outputs = model.layers[-1](unknown[0], **extra)
+        return keras.Model(unknown if extra else unknown[0], outputs), inputs
+
+    return build
+
+
+UNKNOWN_LENGTH_CASES = {
+    f"{case} at unknown length": _at_unknown_length(case) for case in SEQUENCE_LAYER_CASES
+}
+CASES = {**LAYER_CASES, **UNKNOWN_LENGTH_CASES, **MODEL_CASES}
 
 
 def _flat_outputs(outputs):
@@ -261,13 +314,45 @@ def _feed(model, inputs, names):
     return {name: inputs[name] for name in names}
 
 
+def _input_shapes(model, inputs):
+    """The model's shape of each input, as a list in the order of `inputs`' arrays."""
+    tensors = keras.tree.flatten(getattr(model, "inputs", None) or [])
+    if isinstance(inputs, dict):
+        by_name = {tensor.name: tuple(tensor.shape) for tensor in tensors}
+        return [by_name.get(name) for name in inputs]
+    count = len(inputs) if isinstance(inputs, list) else 1
+    return [tuple(tensor.shape) for tensor in tensors] if len(tensors) == count else [None] * count
+
+
+def shorter_inputs(model, inputs):
+    """`inputs` cut by `SHORTER_BY` positions on each unknown axis, or `None` if none is."""
+    shapes = _input_shapes(model, inputs)
+    if not any(shape and None in shape[1:] for shape in shapes):
+        return None
+
+    def cut(x, shape):
+        if shape is None:
+            return x
+        kept = (slice(0, -SHORTER_BY) if size is None else slice(None) for size in shape[1:])
+        return x[(slice(None), *kept)]  # the batch whole
+
+    if isinstance(inputs, dict):
+        return {
+            name: cut(x, shape) for (name, x), shape in zip(inputs.items(), shapes, strict=True)
+        }
+    if isinstance(inputs, list):
+        return [cut(x, shape) for x, shape in zip(inputs, shapes, strict=True)]
+    return cut(inputs, shapes[0])
+
+
 def serve_saved_model(model, inputs, folder):
+    """Exports `model` and returns the function that serves inputs with the export."""
     import tensorflow as tf
 
     path = str(folder / "saved_model")
     model.export(path, format="tf_saved_model", verbose=False)
     reloaded = tf.saved_model.load(path)  # Owns the variables: keep it while serving.
-    return reloaded.serve(inputs)
+    return lambda x: reloaded.serve(x)
 
 
 def _static_signature(inputs):
@@ -293,7 +378,7 @@ def serve_onnx(model, inputs, folder):
     model.export(path, format="onnx", verbose=False, input_signature=signature)
     session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
     names = [node.name for node in session.get_inputs()]
-    return session.run(None, _feed(model, inputs, names))
+    return lambda x: session.run(None, _feed(model, x, names))
 
 
 def serve_litert(model, inputs, folder):
@@ -303,11 +388,16 @@ def serve_litert(model, inputs, folder):
     model.export(path, format="litert", verbose=False)
     interpreter = tf.lite.Interpreter(model_path=path)
     runner = interpreter.get_signature_runner()
-    outputs = runner(**_feed(model, inputs, list(runner.get_input_details())))
-    return [outputs[key] for key in sorted(outputs)]
+
+    def serve(x):
+        outputs = runner(**_feed(model, x, list(runner.get_input_details())))
+        return [outputs[key] for key in sorted(outputs)]
+
+    return serve
 
 
-# path -> (the backends it exports from, the function that exports and serves).
+# path -> (the backends it exports from, the function that exports a model and
+# returns the function that serves inputs with the export).
 PATHS = {
     "saved_model": (("tensorflow", "jax", "torch"), serve_saved_model),
     "onnx": (("tensorflow", "jax", "torch"), serve_onnx),
@@ -319,15 +409,45 @@ def _limits(cases, path, backend, pattern, workaround):
     return {(case, path, backend): (pattern, workaround) for case in cases}
 
 
+def _at_any_length(*cases):
+    """Each case and its twin at an unknown length."""
+    return tuple(name for case in cases for name in (case, f"{case} at unknown length"))
+
+
+# The builders whose inputs take any length, served at two lengths.
+ANY_LENGTH_BUILDERS = (
+    "build_bert_encoder",
+    "build_bit_string_classifier",
+    "build_decoder_language_model",
+    "build_exact_first_transformer",
+    "build_exact_parity_transformer",
+    "build_logsparse_forecaster",
+)
 # jax2onnx cannot take these apart (the standalone position layers export).
 JAX2ONNX_DYNAMIC_LENGTH = (
+    "BitStringFeatures at unknown length",
+    "BSARecBlock at unknown length",
+    "LearnedScalePositions at unknown length",
+    "PositionEmbedding at unknown length",
     "build_bit_string_classifier",
     "build_decoder_language_model",
     "build_exact_first_transformer",
     "build_exact_parity_transformer",
 )
 SPARSE_PATTERNS = ("LogSparseAttention", "MultiHeadSelfAttention(CausalWindowPattern)")
-SEVERAL_SEQUENCE_INPUTS = ("build_bert_encoder", "build_logsparse_forecaster")
+SEVERAL_SEQUENCE_INPUTS = (
+    "MultiHeadSelfAttention(LogSparsePattern, attention_mask) at unknown length",
+    "build_bert_encoder",
+    "build_logsparse_forecaster",
+)
+CAUSAL_AT_UNKNOWN_LENGTH = tuple(
+    f"{case} at unknown length"
+    for case in (
+        "ConvolutionalSelfAttention",
+        "MultiHeadSelfAttention",
+        "MultiHeadSelfAttention(blockwise causal)",
+    )
+)
 # (case, path, backend) -> (pattern of "ErrorType: message", workaround): what
 # an upstream tool raises today. `check` asserts it, so an entry fails (and
 # must go) once the tool lifts the limit. `("*", path, backend)` is every case.
@@ -354,7 +474,7 @@ UPSTREAM_LIMITS = {
         SEVERAL_SEQUENCE_INPUTS,
         "onnx",
         "jax",
-        r"Incompatible shapes for broadcasting",
+        r"Incompatible shapes for broadcasting|a symbol of its own",
         "Keras gives every unknown sequence axis of a JAX export its own symbol, so inputs "
         "that share a length do not add; export ONNX from torch.",
     ),
@@ -362,10 +482,37 @@ UPSTREAM_LIMITS = {
         SEVERAL_SEQUENCE_INPUTS,
         "saved_model",
         "jax",
-        r"incompatible shapes for broadcasting",
+        r"incompatible shapes for broadcasting|a symbol of its own",
         "Keras gives every unknown sequence axis of a JAX export its own symbol; pass "
         "`jax2tf_kwargs={'polymorphic_shapes': ...}` with one symbol for the shared length, "
         "or export from TensorFlow.",
+    ),
+    **_limits(
+        (*UNKNOWN_LENGTH_CASES, *ANY_LENGTH_BUILDERS),
+        "onnx",
+        "torch",
+        r"InvalidArgument: .*Got invalid dimensions for input",
+        "Keras exports ONNX from torch at the static shape of `input_signature` (without one "
+        "it takes torch's TorchScript exporter, which fails on the layer norm): export once "
+        "per serving length, or export ONNX from TensorFlow or JAX.",
+    ),
+    **_limits(
+        CAUSAL_AT_UNKNOWN_LENGTH,
+        "onnx",
+        "jax",
+        r"NotImplementedError: jax.nn.dot_product_attention with is_causal=True requires static",
+        "jax2onnx lowers `jax.nn.dot_product_attention` with `is_causal=True` (Keras' causal "
+        "attention on JAX) at static lengths only; export ONNX from TensorFlow, or from JAX "
+        "at a static length.",
+    ),
+    **_limits(
+        (*CAUSAL_AT_UNKNOWN_LENGTH, "TokenPerformer at unknown length"),
+        "litert",
+        "tensorflow",
+        r"Select TensorFlow op\(s\).*FlexStridedSlice",
+        "At an unknown length the LiteRT converter keeps a `StridedSlice` of these layers as a "
+        "TensorFlow op; export at a static length, or serve the file with a LiteRT runtime "
+        "linked with the Flex delegate.",
     ),
 }
 
@@ -385,10 +532,13 @@ def check(case, path, folder):
     backend = keras.backend.backend()
     keras.utils.set_random_seed(0)
     model, inputs = CASES[case]()
-    expected = _flat_outputs(model(inputs, training=False))
+    shorter = shorter_inputs(model, inputs)
+    input_sets = [inputs] if shorter is None else [inputs, shorter]
+    expected = [_flat_outputs(model(x, training=False)) for x in input_sets]
     limit = upstream_limit(case, path, backend)
     try:
-        served = PATHS[path][1](model, inputs, Path(folder))
+        serve = PATHS[path][1](model, inputs, Path(folder))
+        served = [_flat_outputs(serve(x)) for x in input_sets]
     except Exception as error:
         if limit is None:
             raise
@@ -398,10 +548,10 @@ def check(case, path, folder):
         )
         return "upstream limit"
     assert limit is None, f"{case} by {path} on {backend} works now: remove its upstream limit."
-    served = _flat_outputs(served)
-    assert len(served) == len(expected), (len(served), len(expected))
-    for actual, wanted in zip(served, expected, strict=True):
-        np.testing.assert_allclose(actual.reshape(wanted.shape), wanted, atol=ATOL, rtol=0)
+    for served_outputs, expected_outputs in zip(served, expected, strict=True):
+        assert len(served_outputs) == len(expected_outputs)
+        for actual, wanted in zip(served_outputs, expected_outputs, strict=True):
+            np.testing.assert_allclose(actual.reshape(wanted.shape), wanted, atol=ATOL, rtol=0)
     return "works"
 
 

@@ -47,9 +47,19 @@ def test_a_model_of_many_layers_serves_the_same_outputs(path, tmp_path):
     keras.utils.set_random_seed(0)
     model, data = _many_layers_model()
     expected = keras.ops.convert_to_numpy(model(data))  # ONNX exports a model once called.
-    served = PATHS[path][1](model, data, tmp_path)
+    served = PATHS[path][1](model, data, tmp_path)(data)
     served = served[0] if isinstance(served, list) else served
     np.testing.assert_allclose(keras.ops.convert_to_numpy(served), expected, atol=ATOL)
+
+
+@pytest.mark.parametrize("path", _paths_of_this_backend())
+@pytest.mark.parametrize(
+    "case", ["FourierFilter at unknown length", "LogSparseAttention at unknown length"]
+)
+def test_fourier_filter_and_log_sparse_attention_serve_any_length(case, path, tmp_path):
+    """Exported at an unknown length, served at two lengths (ONNX from JAX, LiteRT)."""
+    limited = upstream_limit(case, path, BACKEND) is not None
+    assert check(case, path, tmp_path) == ("upstream limit" if limited else "works")
 
 
 def _dense_model(activation=None):
@@ -62,7 +72,7 @@ def _assert_upstream_error(like, path, model, data, tmp_path):
     pattern, _ = upstream_limit(like, path, BACKEND)
     model(data)
     with pytest.raises(Exception) as caught:
-        PATHS[path][1](model, data, tmp_path)
+        PATHS[path][1](model, data, tmp_path)(data)
     assert re.search(pattern, f"{caught.type.__name__}: {caught.value}", re.DOTALL)
 
 
@@ -133,6 +143,6 @@ def test_onnx_export_from_torch_traces_the_reference_kernels(tmp_path, monkeypat
     data = np.random.default_rng(0).normal(size=(2, 9, 8)).astype("float32")
     expected = keras.ops.convert_to_numpy(model(data))
     assert calls == ["dense_attention", "offset_attention"]
-    served = PATHS["onnx"][1](model, data, tmp_path)[0]
+    served = PATHS["onnx"][1](model, data, tmp_path)(data)[0]
     assert calls == ["dense_attention", "offset_attention"]  # none while exporting
     np.testing.assert_allclose(served, expected, atol=ATOL)
