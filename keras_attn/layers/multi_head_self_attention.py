@@ -471,7 +471,10 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         position is still a key. Active dropout draws its mask for the
         `(count, length)` weights it computes only, at the layer's rate: the
         outputs equal the full call's without dropout, and have the same
-        distribution with it. Dense patterns only; the `qk_scale`,
+        distribution with it. For a few queries (`count` below about
+        `key_dim`), the key and value projections are folded into the
+        queries and their contexts: no position's key or value is
+        projected. Dense patterns only; the `qk_scale`,
         log-length scale and `additive_mask` apply as in `call`.
 
         Args:
