@@ -537,8 +537,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         values, and the contexts are projected after. The masking, the
         hidden keys and the weights are those of the projected keys.
         """
-        width = ops.shape(inputs)[:2]
-        ones = ops.ones((width[0], width[1], 1), inputs.dtype)
+        batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
+        ones = ops.ones((batch, length, 1), inputs.dtype)
         extended = ops.concatenate([inputs, ones], axis=-1)  # (batch, length, dim + 1)
         extended = ops.repeat(ops.expand_dims(extended, 2), self.num_heads, axis=2)
         # (batch, length, heads, dim + 1): the same keys and values for every head
