@@ -506,11 +506,11 @@ UPSTREAM_LIMITS = {
         "at a static length.",
     ),
     **_limits(
-        (*CAUSAL_AT_UNKNOWN_LENGTH, "TokenPerformer at unknown length"),
+        ("TokenPerformer at unknown length",),
         "litert",
         "tensorflow",
         r"Select TensorFlow op\(s\).*FlexStridedSlice",
-        "At an unknown length the LiteRT converter keeps a `StridedSlice` of these layers as a "
+        "At an unknown length the LiteRT converter keeps a `StridedSlice` of this layer as a "
         "TensorFlow op; export at a static length, or serve the file with a LiteRT runtime "
         "linked with the Flex delegate.",
     ),
