@@ -473,10 +473,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         position is still a key. Active dropout draws its mask for the
         `(count, length)` weights it computes only, at the layer's rate: the
         outputs equal the full call's without dropout, and have the same
-        distribution with it. For a few queries (`count` below about
-        `key_dim`), the key and value projections are folded into the
-        queries and their contexts: no position's key or value is
-        projected. Dense patterns only; the `qk_scale`,
+        distribution with it. Dense patterns only; the `qk_scale`,
         log-length scale and `additive_mask` apply as in `call`.
 
         Args:
@@ -507,48 +504,12 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         inputs = _without_keras_mask(inputs)
         if self._projects_each_position():
             query = self._query_dense(inputs[:, -count:])  # (batch, count, heads, key_dim)
-            if self._folds_key_and_value(count):
-                return self._attend_inputs(inputs, query, mask, training)
             key = self._key_dense(inputs)  # (batch, length, heads, key_dim)
         else:  # a projection that mixes positions sees the whole sequence
             query, key = self.project_queries_and_keys(inputs, mask)
             query = query[:, -count:]  # (batch, count, heads, key_dim)
         value = self._value_dense(inputs)  # (batch, length, heads, value_dim)
         context, _ = self._attend(query, key, value, mask, None, training)
-        return self._output_dense(context)  # (batch, count, output_dim)
-
-    def _folds_key_and_value(self, count):
-        """Whether `count` queries attend to the inputs rather than to projected keys.
-
-        Per head, projecting every position's key and value costs
-        `length * dim * (key_dim + value_dim)` products; folding the
-        projections into the queries and contexts (`_attend_inputs`) costs
-        about `count * dim * (key_dim + value_dim + 2 * length)` instead:
-        less for a few queries, such as the last position of a recommender.
-        """
-        dims, dim = self.key_dim + self.value_dim, self._input_dim
-        return count * (dims + 2 * dim) < dim * dims
-
-    def _attend_inputs(self, inputs, query, mask, training):
-        """`(batch, count, output_dim)`: `query` over the keys and values of unprojected `inputs`.
-
-        With `x1 = [x, 1]` (the input and a constant for the biases) and a
-        projection `W1` (its kernel above its bias), `q . (x1 Wk1) =
-        (Wk1 q) . x1` and `sum_j w_j (x1_j Wv1) = (sum_j w_j x1_j) Wv1`: the
-        kernel attends with the folded queries `Wk1 q` over `x1` as keys and
-        values, and the contexts are projected after. The masking, the
-        hidden keys and the weights are those of the projected keys.
-        """
-        batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
-        ones = ops.ones((batch, length, 1), inputs.dtype)
-        extended = ops.concatenate([inputs, ones], axis=-1)  # (batch, length, dim + 1)
-        extended = ops.repeat(ops.expand_dims(extended, 2), self.num_heads, axis=2)
-        # (batch, length, heads, dim + 1): the same keys and values for every head
-        key_kernel = _kernel_with_bias(self._key_dense, query.dtype)  # (dim + 1, heads, key_dim)
-        query = ops.einsum("bchk,ehk->bche", query, key_kernel)  # (batch, count, heads, dim + 1)
-        context, _ = self._attend(query, extended, extended, mask, None, training)
-        value_kernel = _kernel_with_bias(self._value_dense, context.dtype)  # (dim + 1, heads, v)
-        context = ops.einsum("bche,ehv->bchv", context, value_kernel)  # (batch, count, heads, v)
         return self._output_dense(context)  # (batch, count, output_dim)
 
     def _attend(self, query, key, value, mask, attention_mask, training, scores=False):
@@ -1017,16 +978,6 @@ def add_bias(x, bias):
     """
     bias = ops.reshape(bias, (1,) * (len(x.shape) - len(bias.shape)) + tuple(bias.shape))
     return ops.add(bias, x)
-
-
-def _kernel_with_bias(dense, dtype):
-    """`(dim + 1, heads, head_dim)`: a projection's kernel above its bias (or zeros)."""
-    kernel = ops.cast(dense.kernel, dtype)  # (dim, heads, head_dim)
-    if dense.bias is None:
-        bias = ops.zeros((1, *kernel.shape[1:]), dtype)
-    else:
-        bias = ops.expand_dims(ops.cast(dense.bias, dtype), 0)  # (1, heads, head_dim)
-    return ops.concatenate([kernel, bias], axis=0)
 
 
 def _project_heads(dense, inputs, heads):
