@@ -31,7 +31,7 @@ runs tiny sizes in seconds (the tests run it that way). The rows go to
 `--output` as JSON; `--plot PNG` draws time against length per backend
 from that file, without measuring.
 
-    python benchmarks/attention_speed.py     # ~10 min on 2 cores
+    python benchmarks/attention_speed.py     # about 3 min on 2 cores
     python benchmarks/attention_speed.py --plot docs/img/attention_speed.png
     python benchmarks/attention_speed.py --smoke --backends torch --output /tmp/speed.json
 """
