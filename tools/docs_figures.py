@@ -7,9 +7,7 @@ image's alternative text. `docs_tables` writes it to `docs/img/NAME.svg` and,
 with `--check`, fails when the file differs from what the results give.
 """
 
-import importlib.util
 import io
-from pathlib import Path
 
 import matplotlib
 
@@ -18,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from keras_attn.reproduce import adavit  # noqa: E402
+from tools.benchmark_scripts import load_benchmark  # noqa: E402
 
 # An SVG file depends on its drawing alone: no date, fixed element ids.
 SVG_OPTIONS = {"format": "svg", "metadata": {"Date": None}}
@@ -42,17 +41,8 @@ def adavit_tradeoff(results):
 
 def attention_speed(results):
     """Training-step time of LogSparse and dense causal attention against length, per backend."""
-    benchmark = _benchmark("attention_speed")
+    benchmark = load_benchmark("attention_speed")
     return benchmark.figure(results("benchmarks/attention_speed")["results"])
-
-
-def _benchmark(name):
-    """The module of `benchmarks/NAME.py` (the scripts are not a package)."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 FIGURES = {"adavit-tradeoff": adavit_tradeoff, "attention-speed": attention_speed}
