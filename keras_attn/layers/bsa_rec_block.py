@@ -12,6 +12,7 @@ from collections.abc import Callable
 import keras
 
 from keras_attn._typing import Initializer, Tensor
+from keras_attn.layers._activations import exportable_activation
 from keras_attn.layers._config import argument_config
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.fourier_filter import FourierFilter
@@ -191,7 +192,7 @@ class BSARecBlock(keras.layers.Layer):
             self.attention_norm = self._built_norm("attention_norm", input_shape)
         hidden_dim = self.intermediate_dim or 4 * dim
         self.intermediate_dense = self._dense(
-            hidden_dim, "intermediate_dense", input_shape, self.activation
+            hidden_dim, "intermediate_dense", input_shape, exportable_activation(self.activation)
         )
         self.output_dense = self._dense(dim, "output_dense", (*input_shape[:-1], hidden_dim))
         self.output_norm = self._built_norm("output_norm", input_shape)

@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from keras_attn._typing import Tensor
+from keras_attn.layers._activations import gelu
 from keras_attn.layers._config import argument_config
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.utils.validation import (
@@ -106,7 +107,7 @@ class TokenPerformer(keras.layers.Layer):
         )
         self.mlp_norm = layer_norm("mlp_norm", self.layer_norm_epsilon, self.dtype_policy)
         self.mlp_hidden = keras.layers.Dense(
-            self.token_dim, activation="gelu", dtype=self.dtype_policy, name="mlp_hidden"
+            self.token_dim, activation=gelu, dtype=self.dtype_policy, name="mlp_hidden"
         )
         self.mlp_output = keras.layers.Dense(
             self.token_dim, dtype=self.dtype_policy, name="mlp_output"

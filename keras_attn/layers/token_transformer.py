@@ -7,6 +7,7 @@ on ImageNet", ICCV 2021 (https://arxiv.org/abs/2101.11986).
 import keras
 
 from keras_attn._typing import Tensor
+from keras_attn.layers._activations import gelu
 from keras_attn.layers._config import argument_config
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
@@ -92,7 +93,7 @@ class TokenTransformer(keras.layers.Layer):
         )
         self.mlp_norm = layer_norm("mlp_norm", self.layer_norm_epsilon, self.dtype_policy)
         self.mlp_hidden = keras.layers.Dense(
-            self.intermediate_dim, activation="gelu", dtype=self.dtype_policy, name="mlp_hidden"
+            self.intermediate_dim, activation=gelu, dtype=self.dtype_policy, name="mlp_hidden"
         )
         self.mlp_output = keras.layers.Dense(
             self.token_dim, dtype=self.dtype_policy, name="mlp_output"

@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_attn._typing import Initializer, Tensor
+from keras_attn.layers._activations import exportable_activation
 from keras_attn.layers._config import argument_config
 from keras_attn.layers._layer_norm import layer_norm
 from keras_attn.layers.multi_head_self_attention import MultiHeadSelfAttention
@@ -209,7 +210,9 @@ class TransformerBlock(keras.layers.Layer):
             "attention_norm", self.layer_norm_epsilon, self.dtype_policy
         )
         self.mlp_norm = layer_norm("mlp_norm", self.layer_norm_epsilon, self.dtype_policy)
-        self.mlp_hidden = self._mlp_dense(self.intermediate_dim, self.activation, "mlp_hidden")
+        self.mlp_hidden = self._mlp_dense(
+            self.intermediate_dim, exportable_activation(self.activation), "mlp_hidden"
+        )
         self.mlp_output = self._mlp_dense(dim, None, "mlp_output")
         self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
         self.mlp_hidden_dropout_layer = keras.layers.Dropout(

@@ -423,17 +423,6 @@ ANY_LENGTH_BUILDERS = (
     "build_exact_parity_transformer",
     "build_logsparse_forecaster",
 )
-EXACT_GELU = (
-    *_at_any_length("BSARecBlock", "TokenPerformer", "TokenTransformer", "TransformerBlock"),
-    "T2TModule",
-    "AdaViT",
-    "build_bert_encoder",
-    "build_bsarec",
-    "build_logsparse_forecaster",
-    "build_sasrec",
-    "build_t2t_vit",
-    "build_vision_transformer",
-)
 # jax2onnx cannot take these apart (the standalone position layers export).
 JAX2ONNX_DYNAMIC_LENGTH = (
     "BitStringFeatures at unknown length",
@@ -469,14 +458,6 @@ UPSTREAM_LIMITS = {
         "Keras exports a SavedModel from torch through torch.export and torch_xla, and its "
         "torch.export call fails; save a `.keras` file on torch and export it from TensorFlow "
         "or JAX, or export ONNX from torch.",
-    ),
-    **_limits(
-        EXACT_GELU,
-        "onnx",
-        "tensorflow",
-        r"InvalidGraph: .*Erfc",
-        "tf2onnx writes TensorFlow's exact GELU as an `Erfc` node, which is no ONNX op; export "
-        "ONNX from JAX or torch.",
     ),
     **_limits(
         JAX2ONNX_DYNAMIC_LENGTH,
