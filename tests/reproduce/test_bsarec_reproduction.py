@@ -3,6 +3,7 @@ import json
 import re
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 
@@ -91,13 +92,15 @@ def test_a_state_folder_of_another_training_version_is_refused(tmp_path):
 
 @pytest.mark.backend_agnostic
 def test_a_run_trains_and_records_its_devices_on_every_backend(tmp_path):
+    # JAX runs eagerly op by op without XLA: compile there, as a user would.
+    jax = keras.backend.backend() == "jax"
     config = {
         "users": 20,
         "max_sequence_length": 8,
         "epochs": 1,
         "learning_rate": 1e-3,
         "batch_size": 64,
-        "jit_compile": {"SASRec": False, "BSARec": False},
+        "jit_compile": {"SASRec": jax, "BSARec": jax},
     }
     spec = bsarec.run_spec("SASRec (softmax)", 0, None, None, 1)
     done = tmp_path / f"{spec['name']}.json"
