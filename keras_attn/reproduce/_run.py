@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from keras_attn.utils.results import finish_run, is_small_run, write_atomically
+from keras_attn.utils.results import finish_run, is_small_run, set_aside, write_atomically
 from keras_attn.utils.validation import int_option
 
 SETTING_NAMES = ("small", "fast", "full")
@@ -212,3 +212,31 @@ def read_protocol(path):
             f"otherwise pass another --state folder. Received: {problem}"
         )
     return saved
+
+
+def read_result(path, problem):
+    """A finished run's result saved as JSON at `path`; `None` when there is none.
+
+    A file that does not hold the run's result (truncated, empty, or one
+    for which `problem` names something wrong) is set aside
+    (`keras_attn.utils.results.set_aside`), so that the run trains again.
+
+    Args:
+        path: `pathlib.Path` of the JSON file.
+        problem: callable, `problem(result)` → a str that says what keeps
+            `result` from being the run's, or `None`.
+
+    Returns:
+        The result, or `None`.
+    """
+    if not path.is_file():
+        return None
+    try:
+        result = json.loads(path.read_bytes())
+        trouble = problem(result)
+    except ValueError as error:  # not JSON, or not UTF-8
+        trouble = f"{type(error).__name__}: {error}"
+    if trouble is None:
+        return result
+    set_aside(path, trouble)
+    return None

@@ -58,6 +58,7 @@ from keras_attn.reproduce._run import (
     choose_setting,
     finish,
     mean_and_std,
+    read_result,
     run_in_workers,
 )
 from keras_attn.utils.results import write_atomically
@@ -110,6 +111,11 @@ STATE_VERSION = 1
 RECORD_FIELDS = {"version": (), "epochs": (), "best_epoch": (), "best_accuracy": (), "wait": ()}
 MEASURES = ("accuracy", "macs")
 MODELS = ("learned", "random", "dense")  # per γ
+# What a finished run of each variant holds besides its spec.
+RESULT_KEYS = {
+    "adavit": ("training", "learned", "random"),
+    "dense": ("training", "sizes", "target_macs", "dense"),
+}
 # Paper points (ImageNet): (name, MACs of the AdaViT / of its backbone, top-1 change in points).
 PAPER_POINTS = (("Ada-T2T-ViT-19", 3.9 / 8.5, 81.1 - 81.9), ("Ada-DeiT-S", 2.3 / 4.6, 77.3 - 79.9))
 
@@ -442,8 +448,9 @@ def train_variant(spec, config, state):
     """Trains and tests one run (`"adavit"` or `"dense"`), resuming it; a finished run is read."""
     state = pathlib.Path(state)
     done = state / f"{run_name(spec)}.json"
-    if done.is_file():
-        return json.loads(done.read_bytes())
+    finished = read_result(done, lambda result: _result_problem(result, spec))
+    if finished is not None:
+        return finished
     data = load_data(config)
     backbone, _ = trained_backbone(state, backbone_config(config), data)
     train = train_adavit if spec["variant"] == "adavit" else train_dense
@@ -453,6 +460,17 @@ def train_variant(spec, config, state):
     (state / f"{run_name(spec)}.npz").unlink(missing_ok=True)
     print(f"{run_name(spec)}: {result['training']['epochs_run']} epochs", flush=True)
     return result
+
+
+def _result_problem(result, spec):
+    """What keeps `result` from being the finished run `spec`, or `None`."""
+    if not isinstance(result, dict):
+        return f"not a run's result: {result!r:.100}"
+    other = {key: result.get(key) for key in spec if result.get(key) != spec[key]}
+    if other:
+        return f"the result of another run: {other}"
+    missing = [key for key in RESULT_KEYS[spec["variant"]] if key not in result]
+    return f"missing {missing}" if missing else None
 
 
 def train_adavit(spec, config, state, backbone, data):

@@ -39,9 +39,10 @@ from keras_attn.reproduce._run import (
     finish,
     mean_and_std,
     read_protocol,
+    read_result,
     run_in_workers,
 )
-from keras_attn.utils.results import run_metadata, set_aside, write_atomically, write_results
+from keras_attn.utils.results import run_metadata, write_atomically, write_results
 from keras_attn.utils.validation import float_option, int_option, output_folder
 
 NAME = "bsarec"
@@ -327,17 +328,7 @@ def read_finished_run(path, spec):
     run's) is set aside (`keras_attn.utils.results.set_aside`), and the run
     trains again.
     """
-    if not path.is_file():
-        return None
-    try:
-        result = json.loads(path.read_bytes())
-        problem = _result_problem(result, spec)
-    except ValueError as error:  # not JSON, or not UTF-8
-        problem = f"{type(error).__name__}: {error}"
-    if problem is None:
-        return result
-    set_aside(path, problem)
-    return None
+    return read_result(path, lambda result: _result_problem(result, spec))
 
 
 def _result_problem(result, spec):
