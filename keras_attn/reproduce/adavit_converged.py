@@ -7,10 +7,12 @@ training subset) decides every stop.
 
 1. Backbone, once: the ViT trains (Adam, seed 0) until validation accuracy
    has not risen for `patience` epochs or `backbone_epochs` have run; the
-   weights of its best epoch are saved as `backbone.keras` in the state
-   folder, beside `backbone.json` (its configuration and training record).
-   Every seed and every γ loads it. A saved backbone of another
-   configuration raises a `ValueError` that names both.
+   weights of its best epoch are saved as `backbone.keras` in the backbone
+   folder (`--backbone`, by default `adavit-converged-backbone` in `--out`),
+   beside `backbone.json` (its configuration and training record). Every
+   seed and every γ loads it, and so do runs of other fine-tuning options
+   (other `--state` folders). A saved backbone of another configuration
+   raises a `ValueError` that names both.
 2. Per seed and γ, the learned policy: `finetune_adavit`'s model and
    optimiser (official defaults, or the `--former-behaviour`, gate
    learning-rate and distillation options), trained epoch by epoch. After
@@ -104,6 +106,7 @@ SETTINGS = {
     },
 }
 STATE_FOLDER = "adavit-converged-state"
+BACKBONE_FOLDER = "adavit-converged-backbone"
 BACKBONE_SEED = 0
 EVALUATION_BATCH = adavit.LATENCY_BATCH
 # The version of the runs' state and records: runs of another version are never resumed.
@@ -173,6 +176,12 @@ def add_arguments(parser):
         type=output_folder,
         help=f"Folder of the saved runs, to resume from (default: {STATE_FOLDER} in --out).",
     )
+    parser.add_argument(
+        "--backbone",
+        type=output_folder,
+        help="Folder of the trained backbone, which runs of other fine-tuning options (other "
+        f"--state folders) share (default: {BACKBONE_FOLDER} in --out).",
+    )
 
 
 def run(args):
@@ -187,10 +196,12 @@ def run(args):
     config = protocol(args, setting)
     state = pathlib.Path(args.state or pathlib.Path(args.out) / STATE_FOLDER)
     check_protocol(state, config)
-    backbone, backbone_record = trained_backbone(state, backbone_config(config), load_data(config))
+    folder = pathlib.Path(args.backbone or pathlib.Path(args.out) / BACKBONE_FOLDER)
+    folder.mkdir(parents=True, exist_ok=True)
+    backbone, backbone_record = trained_backbone(folder, backbone_config(config), load_data(config))
     full = {"accuracy": backbone_record["test_accuracy"], "macs": count_macs(backbone)}
     jobs = [
-        (spec, config, str(state))
+        (spec, config, str(state), str(folder))
         for seed in range(config["seeds"])
         for gamma in config["gammas"]
         for spec in ({"variant": "adavit", "seed": seed, "gamma": gamma}, dense_spec(seed, gamma))
@@ -275,8 +286,11 @@ def load_data(config):
 def trained_backbone(state, config, data):
     """The backbone of `config`: trained to its plateau once, then loaded from `state`.
 
+    Its training saves its state after every epoch in `state` too, and
+    resumes from it.
+
     Args:
-        state: `pathlib.Path`, the state folder.
+        state: `pathlib.Path`, the backbone folder.
         config: dict from `backbone_config`.
         data: dict from `load_data`.
 
@@ -293,8 +307,8 @@ def trained_backbone(state, config, data):
         saved = json.loads(record_path.read_bytes())
         if saved["config"] != config:
             raise ValueError(
-                f"The state folder {state} holds a backbone of another configuration; pass "
-                "another --state folder or the same options. Received: config="
+                f"The folder {state} holds a backbone of another configuration; pass another "
+                "--backbone folder or the same options. Received: config="
                 f"{config!r}, the saved backbone's config={saved['config']!r}"
             )
         if path.is_file():
@@ -444,7 +458,7 @@ def run_name(spec):
     return f"{spec['variant']}-seed{spec['seed']}-gamma{spec['gamma']}"
 
 
-def train_variant(spec, config, state):
+def train_variant(spec, config, state, backbone_folder):
     """Trains and tests one run (`"adavit"` or `"dense"`), resuming it; a finished run is read."""
     state = pathlib.Path(state)
     done = state / f"{run_name(spec)}.json"
@@ -452,7 +466,7 @@ def train_variant(spec, config, state):
     if finished is not None:
         return finished
     data = load_data(config)
-    backbone, _ = trained_backbone(state, backbone_config(config), data)
+    backbone, _ = trained_backbone(pathlib.Path(backbone_folder), backbone_config(config), data)
     train = train_adavit if spec["variant"] == "adavit" else train_dense
     result = {**spec, **train(spec, config, state, backbone, data)}
     text = json.dumps(result, indent=1)
