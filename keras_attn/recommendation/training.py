@@ -1,11 +1,8 @@
 """Training of next-item models: the two losses, and runs that resume where they stopped."""
 
-import json
 import os
 import pathlib
 import time
-import zipfile
-import zlib
 from collections.abc import Sequence
 
 import keras
@@ -15,7 +12,7 @@ from keras_attn._typing import Tensor
 from keras_attn.losses import SampledBinaryCrossentropy
 from keras_attn.recommendation.data import PADDING_ITEM, LeaveOneOutSplit
 from keras_attn.recommendation.evaluation import RankingEarlyStopping
-from keras_attn.utils.results import set_aside, write_atomically
+from keras_attn.utils.run_state import read_run_state, restore_run_state, save_run_state
 from keras_attn.utils.training import build_optimizer, ordered_batches
 
 # "softmax": cross-entropy over all items (BSARec's official training);
@@ -24,6 +21,7 @@ from keras_attn.utils.training import build_optimizer, ordered_batches
 LOSSES = ("softmax", "bce")
 STATE_VERSION = 1
 # The early-stopping state that a state file records.
+PROGRESS_KEYS = ("epoch", "train_loss", "seconds")
 STOPPING_KEYS = ("history", "best_epoch", "best_score", "wait", "non_finite_epochs")
 
 
@@ -213,9 +211,6 @@ def fit_recommender(
 
 def save_state(path, model, stopping, progress):
     """Writes a run's state to `path` (`.npz`), whole or not at all."""
-    arrays = _variables("model", model.variables)
-    arrays.update(_variables("optimizer", model.optimizer.variables))
-    arrays.update(_variables("best", stopping.best_weights or []))
     record = {
         "version": STATE_VERSION,
         "progress": progress,
@@ -227,8 +222,7 @@ def save_state(path, model, stopping, progress):
             "non_finite_epochs": stopping.non_finite_epochs,
         },
     }
-    arrays["record"] = np.array(json.dumps(record))
-    write_atomically(path, lambda file: np.savez(file, **arrays))
+    save_run_state(path, model, record, stopping.best_weights or [])
 
 
 def load_state(path, model, stopping):
@@ -238,7 +232,8 @@ def load_state(path, model, stopping):
     A state of another version or model raises a `ValueError` before
     anything is restored.
     """
-    saved = _read_state(path)
+    fields = {"version": (), "progress": PROGRESS_KEYS, "stopping": STOPPING_KEYS}
+    saved = read_run_state(path, fields)
     if saved is None:
         return None
     record, arrays = saved
@@ -247,13 +242,7 @@ def load_state(path, model, stopping):
             f"The state file {path} was written by another version of keras_attn; remove it "
             f"to train from the first epoch. Received: version={record['version']!r}"
         )
-    restored = {"model": model.variables, "optimizer": model.optimizer.variables}
-    best = model.weights if arrays["best"] else []  # no best weights before a finite score
-    for prefix, variables in {**restored, "best": best}.items():
-        _check_fits(path, prefix, arrays[prefix], variables)
-    for prefix, variables in restored.items():
-        for variable, value in zip(variables, arrays[prefix], strict=True):
-            variable.assign(value)
+    restore_run_state(path, model, arrays)
     state = record["stopping"]
     stopping.history = state["history"]
     stopping.best_epoch = state["best_epoch"]
@@ -262,49 +251,3 @@ def load_state(path, model, stopping):
     stopping.non_finite_epochs = state["non_finite_epochs"]
     stopping.best_weights = arrays["best"] or None
     return record["progress"]
-
-
-def _read_state(path):
-    """`(record, arrays)` of a state file, or `None` with the file set aside when unreadable.
-
-    `arrays` maps `"model"`, `"optimizer"` and `"best"` to lists of arrays.
-    """
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            stored = {name: data[name] for name in data.files}
-        record = json.loads(str(stored["record"]))
-        record = {
-            "version": record["version"],
-            "progress": {
-                key: record["progress"][key] for key in ("epoch", "train_loss", "seconds")
-            },
-            "stopping": {key: record["stopping"][key] for key in STOPPING_KEYS},
-        }
-        arrays = {prefix: _numbered(stored, prefix) for prefix in ("model", "optimizer", "best")}
-    # np.load's errors for a truncated, empty or foreign file; a missing entry.
-    except (EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile, zlib.error) as error:
-        set_aside(path, f"{type(error).__name__}: {error}")
-        return None
-    return record, arrays
-
-
-def _numbered(stored, prefix):
-    """`[stored["<prefix>_0"], stored["<prefix>_1"], ...]`, as many as `stored` holds."""
-    count = sum(name.startswith(f"{prefix}_") for name in stored)
-    return [stored[f"{prefix}_{index}"] for index in range(count)]
-
-
-def _check_fits(path, prefix, arrays, variables):
-    """Raises unless the state's `prefix` arrays have the shapes of `variables`, the model's."""
-    stored = [tuple(array.shape) for array in arrays]
-    if stored != [tuple(variable.shape) for variable in variables]:
-        raise ValueError(
-            f"The state file {path} does not fit this model: its {prefix} arrays differ from the "
-            f"model's {len(variables)} {prefix} variables. Pass the state file of this model's "
-            f"run, or remove it to train from the first epoch. Received: {len(stored)} {prefix} "
-            f"arrays of shapes {stored[:3]}{'...' if len(stored) > 3 else ''}"
-        )
-
-
-def _variables(prefix, variables):
-    return {f"{prefix}_{i}": keras.ops.convert_to_numpy(v) for i, v in enumerate(variables)}

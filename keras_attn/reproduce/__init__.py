@@ -83,6 +83,14 @@ REPRODUCTIONS = {
         "adavit.md",
         seeds=True,
     ),
+    "adavit-converged": Reproduction(
+        "adavit_converged",
+        "AdaViT from a converged ViT on Fashion-MNIST: learned vs random vs equal-MACs dense ViT.",
+        "about half an hour",
+        "hours",
+        "adavit.md",
+        seeds=True,
+    ),
     "bsarec": Reproduction(
         "bsarec",
         "BSARec vs SASRec next-item recommendation on MovieLens-100K.",

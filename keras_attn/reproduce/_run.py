@@ -7,13 +7,14 @@ ends with `finish`, whose return value is what its `run(args)` returns.
 """
 
 import concurrent.futures
+import json
 import multiprocessing
 import os
 import threading
 
 import numpy as np
 
-from keras_attn.utils.results import finish_run, is_small_run
+from keras_attn.utils.results import finish_run, is_small_run, set_aside, write_atomically
 from keras_attn.utils.validation import int_option
 
 SETTING_NAMES = ("small", "fast", "full")
@@ -165,3 +166,77 @@ def add_seeds_argument(parser, default_note="overrides the setting"):
         type=int_option(),
         help=f"Number of seeds N: runs seeds 0..N-1 ({default_note}).",
     )
+
+
+def check_protocol(state, config):
+    """Creates a state folder with `config` in its `protocol.json`, or checks that it matches.
+
+    A resumable reproduction keeps its runs in a state folder; its runs are
+    only resumed by a command of the same protocol.
+
+    Args:
+        state: `pathlib.Path` of the folder.
+        config: JSON-serializable dict, the settings every run shares.
+
+    Raises:
+        ValueError: the folder's protocol differs from `config`; the message
+            names the settings that differ.
+    """
+    path = state / "protocol.json"
+    if path.is_file():
+        saved = read_protocol(path)
+        if saved != json.loads(json.dumps(config)):
+            changed = sorted(key for key in config if saved.get(key) != config[key])
+            raise ValueError(
+                f"The state folder {state} holds runs of another protocol (it differs in "
+                f"{changed}); pass another --state folder or the same options. Received: "
+                + ", ".join(f"{key}={config[key]!r}" for key in changed)
+            )
+        return
+    state.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(config, indent=1)
+    write_atomically(path, lambda file: file.write(text.encode()))
+
+
+def read_protocol(path):
+    """The settings in a state folder's `protocol.json`, or a `ValueError` that says what to do."""
+    try:
+        saved = json.loads(path.read_bytes())
+        problem = None if isinstance(saved, dict) else f"{saved!r:.100} is not a dict"
+    except ValueError as error:  # not JSON, or not UTF-8
+        problem = f"{type(error).__name__}: {error}"
+    if problem is not None:
+        raise ValueError(
+            f"{path} cannot be read: it records the options of the runs in its folder. If they "
+            "were made with the options of this command, remove it to record them again; "
+            f"otherwise pass another --state folder. Received: {problem}"
+        )
+    return saved
+
+
+def read_result(path, problem):
+    """A finished run's result saved as JSON at `path`; `None` when there is none.
+
+    A file that does not hold the run's result (truncated, empty, or one
+    for which `problem` names something wrong) is set aside
+    (`keras_attn.utils.results.set_aside`), so that the run trains again.
+
+    Args:
+        path: `pathlib.Path` of the JSON file.
+        problem: callable, `problem(result)` → a str that says what keeps
+            `result` from being the run's, or `None`.
+
+    Returns:
+        The result, or `None`.
+    """
+    if not path.is_file():
+        return None
+    try:
+        result = json.loads(path.read_bytes())
+        trouble = problem(result)
+    except ValueError as error:  # not JSON, or not UTF-8
+        trouble = f"{type(error).__name__}: {error}"
+    if trouble is None:
+        return result
+    set_aside(path, trouble)
+    return None

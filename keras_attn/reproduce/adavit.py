@@ -142,25 +142,18 @@ def run_seed(seed, gammas, setting, data, examples, options):
     predictors = {"full": xla_function(full)}
     for gamma in gammas:
         model = finetune_adavit(vit, x_train, y_train, gamma, epochs, seed=seed, **options)
-        fast = model.fast_path()
+        fast, chosen, random = run_policies(model, x_test, seed)
         record["full"]["macs"] = int(fast.full_macs())
-        learned = fast.run(x_test, batch_size=LATENCY_BATCH)
-        usage = model.usage(learned.decisions)
-        random = model.random_decisions(len(x_test), usage, seed=seed)
-        chosen = {"learned": learned, "random": fast.run(x_test, random, LATENCY_BATCH)}
         record["adavit"].append(
             {
                 "gamma": gamma,
                 **{
-                    policy: {
-                        "accuracy": _accuracy(result.outputs, y_test),
-                        "macs": float(result.macs.mean()),
-                        "usage": model.usage(result.decisions),
-                    }
+                    policy: _policy_entry(model, result, y_test)
                     for policy, result in chosen.items()
                 },
             }
         )
+        learned = chosen["learned"]
         predictors[f"{gamma} learned"] = fast.compiled_function()
         fixed = {key: value[:LATENCY_BATCH].astype("float32") for key, value in random.items()}
         predictors[f"{gamma} random"] = _with_decisions(fast.compiled_function(True), fixed)
@@ -172,6 +165,36 @@ def run_seed(seed, gammas, setting, data, examples, options):
         for policy in POLICIES:
             entry[policy]["latency_ms"] = latency[f"{entry['gamma']} {policy}"]
     return record
+
+
+def run_policies(model, x, seed):
+    """The fast path of `model` run on `x` with its learned and with random decisions.
+
+    The random decisions keep, per kind, the share that the learned ones
+    keep on `x` (`AdaViT.usage`), drawn with `seed`.
+
+    Returns:
+        `(fast, results, random)`: the `AdaViTFastPath`, a dict of its
+        `FastPathResult` per policy of `POLICIES`, and the random decisions.
+    """
+    fast = model.fast_path()
+    learned = fast.run(x, batch_size=LATENCY_BATCH)
+    random = model.random_decisions(len(x), model.usage(learned.decisions), seed=seed)
+    return fast, {"learned": learned, "random": fast.run(x, random, LATENCY_BATCH)}, random
+
+
+def policy_results(model, x, y, seed):
+    """Accuracy, mean MACs and usage on `(x, y)` of `model`'s learned and random policies."""
+    _, results, _ = run_policies(model, x, seed)
+    return {policy: _policy_entry(model, result, y) for policy, result in results.items()}
+
+
+def _policy_entry(model, result, labels):
+    return {
+        "accuracy": _accuracy(result.outputs, labels),
+        "macs": float(result.macs.mean()),
+        "usage": model.usage(result.decisions),
+    }
 
 
 def _with_decisions(compiled, decisions):

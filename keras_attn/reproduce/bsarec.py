@@ -33,8 +33,16 @@ from keras_attn.recommendation import (
     fit_recommender,
     movielens_100k_split,
 )
-from keras_attn.reproduce._run import choose_setting, finish, mean_and_std, run_in_workers
-from keras_attn.utils.results import run_metadata, set_aside, write_atomically, write_results
+from keras_attn.reproduce._run import (
+    check_protocol,
+    choose_setting,
+    finish,
+    mean_and_std,
+    read_protocol,
+    read_result,
+    run_in_workers,
+)
+from keras_attn.utils.results import run_metadata, write_atomically, write_results
 from keras_attn.utils.validation import float_option, int_option, output_folder
 
 NAME = "bsarec"
@@ -225,7 +233,7 @@ def check_state_folder(state, config):
     """Creates the state folder, or checks that its runs were made with `config`."""
     path = state / "protocol.json"
     if path.is_file():
-        saved = _read_protocol(path)
+        saved = read_protocol(path)
         if saved.get("training_path", 1) != config["training_path"]:
             raise ValueError(
                 f"The state folder {state} holds runs of another version of the training, "
@@ -233,33 +241,7 @@ def check_state_folder(state, config):
                 "this one) to train the protocol again. Received: training_path="
                 f"{config['training_path']!r}, the folder's {saved.get('training_path', 1)!r}"
             )
-        if saved != json.loads(json.dumps(config)):
-            changed = sorted(key for key in config if saved.get(key) != config[key])
-            raise ValueError(
-                f"The state folder {state} holds runs of another protocol (it differs in "
-                f"{changed}); pass another --state folder or the same options. Received: "
-                + ", ".join(f"{key}={config[key]!r}" for key in changed)
-            )
-        return
-    state.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(config, indent=1)
-    write_atomically(path, lambda file: file.write(text.encode()))
-
-
-def _read_protocol(path):
-    """The settings in a state folder's `protocol.json`, or a `ValueError` that says what to do."""
-    try:
-        saved = json.loads(path.read_bytes())
-        problem = None if isinstance(saved, dict) else f"{saved!r:.100} is not a dict"
-    except ValueError as error:  # not JSON, or not UTF-8
-        problem = f"{type(error).__name__}: {error}"
-    if problem is not None:
-        raise ValueError(
-            f"{path} cannot be read: it records the options of the runs in its folder. If they "
-            "were made with the options of this command, remove it to record them again; "
-            f"otherwise pass another --state folder. Received: {problem}"
-        )
-    return saved
+    check_protocol(state, config)
 
 
 def jit_for(args, name):
@@ -346,17 +328,7 @@ def read_finished_run(path, spec):
     run's) is set aside (`keras_attn.utils.results.set_aside`), and the run
     trains again.
     """
-    if not path.is_file():
-        return None
-    try:
-        result = json.loads(path.read_bytes())
-        problem = _result_problem(result, spec)
-    except ValueError as error:  # not JSON, or not UTF-8
-        problem = f"{type(error).__name__}: {error}"
-    if problem is None:
-        return result
-    set_aside(path, problem)
-    return None
+    return read_result(path, lambda result: _result_problem(result, spec))
 
 
 def _result_problem(result, spec):

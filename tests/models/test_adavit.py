@@ -308,6 +308,7 @@ def test_usage_loss_by_hand(gate_first_block):
     model(_images(2), training=True, decisions=decisions)
     loss = float(_numpy(model.losses[0]))
     assert loss == pytest.approx(2 * 0.0 + 2 * 0.0 + 2 * (token_usage - 0.3) ** 2, abs=1e-6)
+    assert model.usage_loss(decisions) == pytest.approx(loss, abs=1e-6)  # without a call
     # `usage` reports the loss's token statistic beside the patch keep rate.
     usage = model.usage(decisions)
     assert usage["tokens"] == pytest.approx(token_usage)

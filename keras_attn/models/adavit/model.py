@@ -352,6 +352,32 @@ class AdaViT(keras.Model):
         rates["tokens"] = (1 + rates["patches"] * patches) / (1 + patches)
         return rates
 
+    def usage_loss(self, decisions: Mapping[str, np.ndarray]) -> float:
+        """The usage loss (the term that training adds) of fixed decisions.
+
+        The loss of the call with `training=True`, computed on decisions
+        such as the inference ones of `decide`: how far their usage is from
+        the target, as the optimiser sees it.
+
+        Args:
+            decisions: dict in the layout of `decide`.
+
+        Returns:
+            float, 0 when every usage is at its target.
+
+        Example:
+
+        >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=32, num_layers=3)
+        >>> model = AdaViT(vit, target_usage=1.0)
+        >>> model.usage_loss(model.random_decisions(4, 1.0, seed=0))
+        0.0
+        """
+        used = {
+            key: [np.asarray(decisions[key])[:, index] for index in range(len(self.gated_blocks))]
+            for key in DECISION_KEYS
+        }  # each a list of (batch, ...) per gated block
+        return float(ops.convert_to_numpy(self._usage_loss(used)))
+
     def random_decisions(
         self, batch: int, usage: float | Mapping[str, float], seed: int | None = None
     ) -> dict[str, np.ndarray]:

@@ -126,6 +126,61 @@ def finetune_adavit(
     >>> int(model.optimizer.iterations), model.loss  # 1 epoch of 2 batches
     (2, 'sparse_categorical_crossentropy')
     """
+    model, targets = compiled_for_finetuning(
+        vit,
+        x,
+        y,
+        target_usage,
+        seed=seed,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        optimizer=optimizer,
+        gate_learning_rate_scale=gate_learning_rate_scale,
+        distillation_weight=distillation_weight,
+        distillation_temperature=distillation_temperature,
+        **adavit,
+    )
+    model.fit(x, targets, epochs=epochs, batch_size=batch_size, verbose=0)
+    if targets is not y:  # the teacher's outputs were a training target only
+        compile_for_evaluation(model)
+    return model
+
+
+def compiled_for_finetuning(
+    vit: keras.Model,
+    x: np.ndarray,
+    y: np.ndarray,
+    target_usage: float | Sequence[float],
+    *,
+    seed: int = 0,
+    batch_size: int = 128,
+    learning_rate: float = 1e-3,
+    optimizer: keras.optimizers.Optimizer | None = None,
+    gate_learning_rate_scale: float | Sequence[float] = 1.0,
+    distillation_weight: float = 0.0,
+    distillation_temperature: float = 5.0,
+    **adavit: Any,
+) -> tuple[AdaViT, np.ndarray]:
+    """The `AdaViT` of `finetune_adavit`, compiled and its optimizer built, and its targets.
+
+    What `finetune_adavit` trains, before its first step, for a caller that
+    runs the epochs itself (a run that saves and resumes its state). The
+    arguments are those of `finetune_adavit`.
+
+    Returns:
+        `(model, targets)`: `targets` is `y`, or with distillation the
+        labels beside the teacher's probabilities, `(n, 1 + classes)`, that
+        the model's loss takes. After training with such targets,
+        `compile_for_evaluation` compiles the model for labels.
+
+    Example:
+
+    >>> x, y = np.zeros((8, 28, 28), "float32"), np.zeros(8, "int32")
+    >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=16, num_layers=2)
+    >>> model, targets = compiled_for_finetuning(vit, x, y, 0.5, distillation_weight=0.5)
+    >>> model.optimizer.built, targets.shape  # the label, then 10 probabilities
+    (True, (8, 11))
+    """
     if optimizer is not None and not isinstance(optimizer, keras.optimizers.Optimizer):
         raise ValueError(
             f"`optimizer` must be a keras.optimizers.Optimizer. Received: optimizer={optimizer!r}"
@@ -145,12 +200,25 @@ def finetune_adavit(
     ]
     optimizer = scale_learning_rates(optimizer or keras.optimizers.Adam(learning_rate), scaled)
     if weight == 0:
-        return _fit(model, x, y, epochs, batch_size, optimizer)
+        _compile(model, optimizer)
+        return model, y
     teacher = vit.predict(x, batch_size=batch_size, verbose=0)  # (n, classes)
     targets = np.concatenate([y.reshape(-1, 1), teacher], axis=1).astype("float32")
-    loss = _distillation_loss(weight, temperature)
-    _fit(model, x, targets, epochs, batch_size, optimizer, loss=loss, metrics=None)
-    # The teacher's outputs were a training target only: evaluation takes labels.
+    _compile(model, optimizer, loss=_distillation_loss(weight, temperature), metrics=None)
+    return model, targets
+
+
+def compile_for_evaluation(model: keras.Model) -> keras.Model:
+    """Compiles a trained model again for labels: cross-entropy and accuracy, with XLA.
+
+    Its optimizer, and so its state, is kept.
+
+    Args:
+        model: a compiled `keras.Model` with a softmax output.
+
+    Returns:
+        `model`, for chaining.
+    """
     model.compile(
         model.optimizer, "sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=True
     )
@@ -204,21 +272,17 @@ def finetune_vit(
     return _fit(copy, x, y, epochs, batch_size, keras.optimizers.Adam(learning_rate))
 
 
-def _fit(
-    model,
-    x,
-    y,
-    epochs,
-    batch_size,
-    optimizer,
-    loss="sparse_categorical_crossentropy",
-    metrics=("accuracy",),
-):
+def _fit(model, x, y, epochs, batch_size, optimizer):
     """Trains `model` with `optimizer` and XLA."""
-    model.compile(optimizer, loss, metrics=metrics and list(metrics), jit_compile=True)
-    build_optimizer(model)
+    _compile(model, optimizer)
     model.fit(x, y, epochs=epochs, batch_size=batch_size, verbose=0)
     return model
+
+
+def _compile(model, optimizer, loss="sparse_categorical_crossentropy", metrics=("accuracy",)):
+    """Compiles `model` with `optimizer` and XLA, and builds the optimizer."""
+    model.compile(optimizer, loss, metrics=metrics and list(metrics), jit_compile=True)
+    return build_optimizer(model)
 
 
 def _gate_scales(scale):

@@ -1,0 +1,122 @@
+import json
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.models import build_vision_transformer, count_macs
+from keras_attn.models.adavit.training import compiled_for_finetuning
+from keras_attn.reproduce import adavit_converged
+
+CONFIG = {"train": 16, "validation": 8, "test": 8, "num_layers": 1}
+
+
+def _data(seed=0):
+    rng = np.random.default_rng(seed)
+
+    def split(n):
+        return rng.random((n, 28, 28), dtype="float32"), rng.integers(0, 10, n).astype("int32")
+
+    return {"train": split(16), "validation": split(8), "test": split(8)}
+
+
+def _adavit(data):
+    keras.utils.set_random_seed(1)
+    vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=8, num_layers=2)
+    model, targets = compiled_for_finetuning(vit, *data["train"], 0.5, seed=3)
+    model.compile(model.optimizer, model.loss, run_eagerly=True)  # no trace: seconds
+    return model, targets
+
+
+def _train(model, targets, data, path, epochs):
+    return adavit_converged.train_epochs(
+        model,
+        data,
+        path,
+        seed=3,
+        batch_size=8,
+        max_epochs=epochs,
+        patience=5,
+        targets=targets,
+        evaluate=adavit_converged.usage_record,
+    )
+
+
+def _without_time(record):
+    return {key: value for key, value in record.items() if key != "seconds"}
+
+
+def test_an_interrupted_adavit_run_resumes_to_the_uninterrupted_result(tmp_path):
+    data = _data()
+    model, targets = _adavit(data)
+    whole = _train(model, targets, data, tmp_path / "whole.npz", epochs=2)
+    first, targets = _adavit(data)
+    _train(first, targets, data, tmp_path / "cut.npz", epochs=1)  # stopped after one epoch
+    resumed, targets = _adavit(data)
+    record = _train(resumed, targets, data, tmp_path / "cut.npz", epochs=2)
+    assert _without_time(record) == _without_time(whole)
+    assert [entry["epoch"] for entry in record["epochs"]] == [1, 2]
+    assert set(record["epochs"][0]) == {"epoch", "train_loss", "accuracy", "usage", "usage_loss"}
+    assert int(resumed.optimizer.iterations) == int(model.optimizer.iterations) == 4
+    for a, b in zip(model.get_weights(), resumed.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_training_stops_on_a_plateau_of_the_epochs_at_target_and_keeps_the_best(tmp_path):
+    data = _data()
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((28, 28)), keras.layers.Flatten(), keras.layers.Dense(10)]
+    )
+    model.compile(keras.optimizers.SGD(0.5), "sparse_categorical_crossentropy", run_eagerly=True)
+    record = adavit_converged.train_epochs(
+        model, data, tmp_path / "run.npz", seed=3, batch_size=8, max_epochs=6, patience=1,
+        at_target=lambda entry: entry["epoch"] >= 2,
+    )  # fmt: skip
+    accuracies = [entry["accuracy"] for entry in record["epochs"]]
+    best = record["best_epoch"]
+    # Epoch 1 never counts; the best counted epoch is followed by one more, or the budget ends.
+    assert best == 2 + int(np.argmax(accuracies[1:])) and record["best_accuracy"] == max(
+        accuracies[1:]
+    )
+    assert record["epochs_run"] == min(best + 1, 6)
+    assert adavit_converged.accuracy(model, *data["validation"]) == record["best_accuracy"]
+
+
+def test_the_backbone_is_trained_once_and_reused_and_another_config_is_refused(tmp_path):
+    data = _data()
+    config = {
+        **adavit_converged.backbone_config({**CONFIG, "backbone_epochs": 2, "patience": 1,
+                                            "batch_size": 8, "learning_rate": 1e-3}),
+    }  # fmt: skip
+    vit, record = adavit_converged.trained_backbone(tmp_path, config, data)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backbone.json", "backbone.keras"]
+    assert 1 <= record["epochs_run"] <= 2 and len(record["epochs"]) == record["epochs_run"]
+    saved = (tmp_path / "backbone.keras").stat().st_mtime_ns
+    again, same = adavit_converged.trained_backbone(tmp_path, config, _data(seed=1))
+    assert same == record and (tmp_path / "backbone.keras").stat().st_mtime_ns == saved
+    for a, b in zip(vit.get_weights(), again.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    other = {**config, "patience": 2}
+    with pytest.raises(ValueError, match="another configuration") as error:
+        adavit_converged.trained_backbone(tmp_path, other, data)
+    assert f"config={other!r}" in str(error.value) and f"config={config!r}" in str(error.value)
+    assert json.loads((tmp_path / "backbone.json").read_text())["config"] == config
+
+
+def test_the_dense_vit_has_the_macs_of_the_adavit_within_ten_percent():
+    keras.utils.set_random_seed(0)
+    backbone = build_vision_transformer((28, 28), 10, **adavit_converged.MODEL, num_layers=2)
+    target = adavit_converged.adavit_macs(backbone, 0.5)
+    assert 0.2 * count_macs(backbone) < target < 0.5 * count_macs(backbone)
+    sizes = adavit_converged.equal_macs_sizes(target, (28, 28), num_layers=2)
+    dense = build_vision_transformer((28, 28), 10, **sizes)
+    assert abs(count_macs(dense) - target) <= 0.1 * target
+    with pytest.raises(ValueError, match="Received: target_macs=1.0"):
+        adavit_converged.equal_macs_sizes(1.0, (28, 28), num_layers=2)
+
+
+def test_usage_is_at_target_when_every_official_usage_is_within_the_tolerance():
+    usage = {"tokens": 0.52, "heads": 0.46, "attention": 0.5, "mlp": 0.58}
+    assert adavit_converged.usage_at_target(usage, 0.5, 0.05)
+    assert not adavit_converged.usage_at_target({**usage, "mlp": 0.7}, 0.5, 0.05)
