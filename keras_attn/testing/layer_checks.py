@@ -175,7 +175,13 @@ class LayerChecks:
         if isinstance(checks, LayerChecks):
             checks = {checks.layer_cls.__name__: checks}
 
-        @pytest.mark.parametrize("check", LayerChecks.CHECKS if only is None else tuple(only))
+        names = LayerChecks.CHECKS if only is None else tuple(only)
+        # On JAX a SavedModel export (jax2tf) costs 2-8 s a layer: `slow` there; the
+        # TensorFlow run exports every layer, and the deployment matrix every layer from JAX.
+        slow_here = ("saved_model",) if _on_jax() else ()
+        params = [pytest.param(c, marks=pytest.mark.slow) if c in slow_here else c for c in names]
+
+        @pytest.mark.parametrize("check", params)
         @pytest.mark.parametrize("layer", sorted(checks))
         def test_contract(layer, check, tmp_path):
             checks[layer].run(check, tmp_path)

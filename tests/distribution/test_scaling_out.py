@@ -99,6 +99,8 @@ def test_head_parallel_equals_unsharded_and_really_shards(jax_results):
     assert len(empty["sharded_kernels"]) == MODEL_PARALLEL_KERNELS
 
 
+# A TensorFlow interpreter with 2 logical CPUs training twice: about 20 s.
+@pytest.mark.slow
 def test_mirrored_strategy_equals_one_device_and_xla_limitation():
     result = _run("tf_scenarios.py")
     no_xla = result["no_xla"]

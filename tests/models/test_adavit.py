@@ -244,6 +244,8 @@ def _served_fast_path(fast, path, batch, **endpoint_options):
     return tf.saved_model.load(str(path))
 
 
+# The dynamic-batch export below serves the same outputs at two batch sizes.
+@pytest.mark.slow
 @needs_saved_model
 def test_fast_path_saved_model_round_trip(tmp_path, shared):
     model, fast = shared
