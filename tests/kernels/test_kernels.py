@@ -205,7 +205,7 @@ def test_every_backend_has_a_native_dense_kernel():
 
 
 def test_runtime_dropout_draws_the_numbers_of_a_keras_dropout_layer():
-    inputs = np.ones((4, 2, 6, 6), "float32")
+    inputs = keras.ops.ones((4, 2, 6, 6))
     layer = keras.layers.Dropout(0.3, seed=7)
     twin = keras.layers.Dropout(0.3, seed=7)  # its seed generator, used by runtime.dropout
     for _ in range(2):  # both generators advance alike
