@@ -33,7 +33,13 @@ first `--trajectory-steps` steps (one step per call, the same seeds), per
 model and XLA choice, as the largest absolute difference.
 
     python benchmarks/bsarec_training.py [--steps 153] [--rounds 5] [--out results/benchmarks]
-        [--ways former fit-recommender last-position] [--xla both]
+        [--ways former fit-recommender last-position] [--xla both] [--profile]
+
+`--profile` (TensorFlow, without XLA) first writes where an epoch's time goes,
+per model, for the former model and the last-position one: the shares of
+validation and of training, and the training's op time (TensorFlow's
+profiler) split into the phases of `PHASES` (a gradient op counts with its
+layer).
 
 Writes `bsarec_training.json` (a `meta` block, the load at the start and the
 rows) to `--out`.
@@ -71,6 +77,15 @@ DROPOUT_OFF = {"dropout": 0.0, "attention_dropout": 0.0}
 # --ways on the command line -> the rows' names of the ways.
 WAYS = {"former": "former", "fit-recommender": "fit_recommender", "last-position": "last position"}
 XLA_CHOICES = {"both": (False, True), "off": (False,), "on": (True,)}
+# Phases of a training step for `--profile`: the first phase with a pattern in the name of
+# an op takes its time (`{last}` is the last block's index); the rest counts as "other".
+PHASES = {
+    "optimizer": ("/adam/",),
+    "loss": ("compile_loss/",),
+    "last block": ("/block_{last}_",),
+    "earlier blocks": ("/block_",),
+    "embedding and scores": ("/items", "/positions", "/embedding_"),
+}
 
 
 class EpochTimer(keras.callbacks.Callback):
@@ -213,6 +228,63 @@ def best_over_former(rows, name, ways):
     return ratios
 
 
+def phase_profile(model, split, batch_size):
+    """Shares of one epoch's time (after one that compiles): validation, training phases.
+
+    Trains `model` (without XLA) for an epoch under TensorFlow's profiler;
+    each training phase gets the training time times its share of the op
+    time of the phases (`PHASES`).
+    """
+    import tensorflow as tf
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    last_block = sum(layer.name.startswith("block_") for layer in model.layers) - 1
+    compile_recommender(model, jit_compile=False)
+    stopping = RankingEarlyStopping(split.valid_inputs, split.valid_targets, split.valid_seen)
+    trained, validated = EpochTimer(), EpochTimer()  # epoch ends before and after validation
+    data = (split.train_inputs, split.train_targets)
+    options = {"batch_size": batch_size, "verbose": 0, "callbacks": [trained, stopping, validated]}
+    model.fit(*data, **options)
+    with tempfile.TemporaryDirectory() as folder:
+        tf.profiler.experimental.start(folder)
+        model.fit(*data, **options)
+        tf.profiler.experimental.stop()
+        space = xplane_pb2.XSpace()
+        space.ParseFromString(next(pathlib.Path(folder).rglob("*.xplane.pb")).read_bytes())
+    op_time = dict.fromkeys([*PHASES, "other"], 0)
+    for plane in space.planes:
+        for line in plane.lines:
+            for event in line.events:
+                name = plane.event_metadata[event.metadata_id].name
+                op, _, op_type = name.partition(":")
+                if op_type and " " not in name and ":" not in op_type:  # an op, "name:type"
+                    op_time[_phase(op, last_block)] += event.duration_ps
+    training = trained.ends[1] - trained.starts[1]
+    epoch = validated.ends[1] - validated.starts[1]
+    total = sum(op_time.values())
+    shares = {phase: training / epoch * time / total for phase, time in op_time.items()}
+    return {"validation": (epoch - training) / epoch, **shares}
+
+
+def _phase(op_name, last_block):
+    for phase, patterns in PHASES.items():
+        if any(pattern.format(last=last_block) in op_name for pattern in patterns):
+            return phase
+    return "other"
+
+
+def profile_rows(builders, split, batch_size):
+    """`phase_profile` of every model, former and last position, printed."""
+    rows = []
+    for name, builder in builders.items():
+        for way, last_position_only in (("former", False), ("last position", True)):
+            keras.utils.set_random_seed(0)
+            shares = phase_profile(builder(last_position_only), split, batch_size)
+            rows.append({"model": name, "way": way, "shares": shares})
+            print(f"{name} {way}: " + ", ".join(f"{p} {s:.0%}" for p, s in shares.items()))
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -237,8 +309,16 @@ def main(argv=None):
     parser.add_argument(
         "--xla", choices=sorted(XLA_CHOICES), default="both", help="XLA choices timed."
     )
+    parser.add_argument(
+        "--profile", action="store_true", help="First profile an epoch per model (TensorFlow)."
+    )
     parser.add_argument("--out", default="results/benchmarks", help="Folder for the JSON.")
     args = parser.parse_args(argv)
+    if args.profile and keras.backend.backend() != "tensorflow":
+        raise ValueError(
+            "`--profile` reads TensorFlow's profiler. "
+            f"Received: backend={keras.backend.backend()!r}"
+        )
     xla_choices = XLA_CHOICES[args.xla]
     started_at = time.time()
     load_at_start = [round(value, 2) for value in os.getloadavg()]
@@ -264,6 +344,7 @@ def main(argv=None):
     }
     chosen = {"former", *(WAYS[way] for way in args.ways)}
     ways = {way: train for way, train in all_ways.items() if way in chosen}
+    profile = profile_rows(builders, split, args.batch_size) if args.profile else None
     rows = timed_rows(builders, ways, split, args.rounds, xla_choices)
     speedups = {name: best_over_former(rows, name, ways) for name in builders}
     gaps = trajectory_gaps(builders, split, args.batch_size, args.trajectory_steps, xla_choices)
@@ -274,6 +355,7 @@ def main(argv=None):
         "steps_per_execution": args.steps_per_execution,
         "rounds": args.rounds,
         "xla": args.xla,
+        "profile": args.profile,
         "trajectory_steps": args.trajectory_steps,
         "trajectory_options": DROPOUT_OFF,
         "train_samples": len(split.train_targets),
@@ -285,6 +367,7 @@ def main(argv=None):
         "rows": rows,
         "speedup": speedups,
         "trajectory": gaps,
+        **({"profile": profile} if profile else {}),
     }
     finish_run(
         args.out,

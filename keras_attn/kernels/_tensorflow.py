@@ -48,6 +48,23 @@ def assert_in_graph(condition, message, tensor):
         return tf.identity(tensor)
 
 
+def dropout(inputs, rate, seed_generator):
+    """`runtime.dropout`: Keras' TensorFlow dropout with `rng_alg="philox"`.
+
+    Keras draws with `auto_select`, which computes the key and counter of
+    the seed in `StatelessRandomGetKeyCounter`. XLA on CPU expands a random
+    draw into a called computation, and inlines it where it is the only
+    draw of its shape; the key computation is then fused into the loop
+    over the numbers and recomputed for each. With Philox named, the key
+    and counter come from the seed before the draw. The numbers are the
+    same: `auto_select` is Philox here.
+    """
+    seed = seed_generator.next()  # (2,) int64: TensorFlow's draws take int32 seeds
+    if seed.dtype != tf.int32:  # as Keras casts it
+        seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+    return tf.nn.experimental.stateless_dropout(inputs, rate=rate, seed=seed, rng_alg="philox")
+
+
 def graph_function(function, **options):
     """`runtime.graph_function`: a `tf.function`."""
     return tf.function(function, **options)

@@ -24,6 +24,7 @@ from keras_attn.kernels import (
     gathered_attention,
     has_native,
     offset_attention,
+    runtime,
 )
 from keras_attn.kernels.blockwise import BLOCK_SIZE, KEY_BLOCK_SIZE
 from keras_attn.kernels.dense import rows_with_keys
@@ -802,7 +803,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         """
         if not (self.dropout > 0 and training):
             return None
-        return functools.partial(self._dropout_layer, training=True)
+        return functools.partial(
+            runtime.dropout, rate=self.dropout, seed_generator=self._dropout_layer.seed_generator
+        )
 
     def _log_length(self, length, mask):
         """`log n` per example, `(batch, 1, 1, 1)`, n = unmasked positions."""

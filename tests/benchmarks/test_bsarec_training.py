@@ -64,3 +64,31 @@ def test_a_run_can_time_a_subset_of_the_ways_and_xla_choices(tmp_path, load_benc
     assert sorted(data["results"]["speedup"]["SASRec"]) == ["last position"]
     assert [g["jit_compile"] for g in data["results"]["trajectory"]] == [False, False]
     assert data["results"]["config"]["xla"] == "off"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's profiler")
+def test_profile_splits_each_epoch_into_validation_and_the_training_phases(
+    tmp_path, load_benchmark
+):
+    benchmark = load_benchmark("bsarec_training")
+    options = ["--steps", "2", "--batch-size", "8", "--max-sequence-length", "6"]
+    benchmark.main(
+        [
+            *options,
+            *("--rounds", "1", "--trajectory-steps", "1", "--ways", "last-position"),
+            *("--xla", "off", "--profile", "--out", str(tmp_path)),
+        ]
+    )
+    profile = json.loads((tmp_path / "bsarec_training.json").read_text())["results"]["profile"]
+    assert [(row["model"], row["way"]) for row in profile] == [
+        (model, way) for model in ("SASRec", "BSARec") for way in ("former", "last position")
+    ]
+    for row in profile:
+        shares = row["shares"]
+        assert list(shares) == ["validation", *benchmark.PHASES, "other"]
+        assert sum(shares.values()) == pytest.approx(1.0)
+        phases = ("validation", "last block", "earlier blocks", "embedding and scores")
+        assert all(shares[phase] > 0 for phase in phases), shares
+        # Every op of the step has its phase (the host's calls into the graph are no ops).
+        assert shares["other"] < 0.2, shares
