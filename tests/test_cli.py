@@ -155,9 +155,8 @@ def test_a_creatable_out_is_accepted_and_not_created(tmp_path):
 def test_the_help_says_which_reproductions_take_seeds():
     parser = cli.build_parser(["reproduce", "parity"])
     reproduce_parser = _subparser(parser, "reproduce")
-    assert "--seeds N runs the seeds 0, 1, ..., N-1 in adavit, bsarec, mimetic, parity, t2t, " in (
-        " ".join(reproduce_parser.description.split())
-    )
+    seeds = "--seeds N runs the seeds 0, 1, ..., N-1 in adavit, adavit-converged, bsarec, mimetic, "
+    assert seeds + "parity, t2t, " in " ".join(reproduce_parser.description.split())
     papers = _subparser(reproduce_parser, "parity")
     assert "--seeds N runs the seeds" in " ".join(papers.description.split())
     logsparse = cli.build_parser(["reproduce", "logsparse"])

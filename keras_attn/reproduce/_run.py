@@ -214,17 +214,18 @@ def read_protocol(path):
     return saved
 
 
-def read_result(path, problem):
-    """A finished run's result saved as JSON at `path`; `None` when there is none.
+def read_result(path, spec, missing):
+    """The finished run `spec`'s result saved as JSON at `path`; `None` when there is none.
 
-    A file that does not hold the run's result (truncated, empty, or one
-    for which `problem` names something wrong) is set aside
+    A file that does not hold the run's result (truncated, empty, another
+    run's, or one that lacks what a finished run holds) is set aside
     (`keras_attn.utils.results.set_aside`), so that the run trains again.
 
     Args:
         path: `pathlib.Path` of the JSON file.
-        problem: callable, `problem(result)` → a str that says what keeps
-            `result` from being the run's, or `None`.
+        spec: dict, the run's spec; a finished run's result holds its items.
+        missing: callable, `missing(result)` → the names of what a finished
+            run's result holds and `result` lacks.
 
     Returns:
         The result, or `None`.
@@ -233,10 +234,21 @@ def read_result(path, problem):
         return None
     try:
         result = json.loads(path.read_bytes())
-        trouble = problem(result)
+        trouble = _result_problem(result, spec, missing)
     except ValueError as error:  # not JSON, or not UTF-8
         trouble = f"{type(error).__name__}: {error}"
     if trouble is None:
         return result
     set_aside(path, trouble)
     return None
+
+
+def _result_problem(result, spec, missing):
+    """What keeps `result` from being the finished run `spec`, or `None`."""
+    if not isinstance(result, dict):
+        return f"not a run's result: {result!r:.100}"
+    other = {key: result.get(key) for key in spec if result.get(key) != spec[key]}
+    if other:
+        return f"the result of another run: {other}"
+    lacking = missing(result)
+    return f"missing {lacking}" if lacking else None

@@ -462,7 +462,9 @@ def train_variant(spec, config, state, backbone_folder):
     """Trains and tests one run (`"adavit"` or `"dense"`), resuming it; a finished run is read."""
     state = pathlib.Path(state)
     done = state / f"{run_name(spec)}.json"
-    finished = read_result(done, lambda result: _result_problem(result, spec))
+    finished = read_result(
+        done, spec, lambda result: [k for k in RESULT_KEYS[spec["variant"]] if k not in result]
+    )
     if finished is not None:
         return finished
     data = load_data(config)
@@ -474,17 +476,6 @@ def train_variant(spec, config, state, backbone_folder):
     (state / f"{run_name(spec)}.npz").unlink(missing_ok=True)
     print(f"{run_name(spec)}: {result['training']['epochs_run']} epochs", flush=True)
     return result
-
-
-def _result_problem(result, spec):
-    """What keeps `result` from being the finished run `spec`, or `None`."""
-    if not isinstance(result, dict):
-        return f"not a run's result: {result!r:.100}"
-    other = {key: result.get(key) for key in spec if result.get(key) != spec[key]}
-    if other:
-        return f"the result of another run: {other}"
-    missing = [key for key in RESULT_KEYS[spec["variant"]] if key not in result]
-    return f"missing {missing}" if missing else None
 
 
 def train_adavit(spec, config, state, backbone, data):

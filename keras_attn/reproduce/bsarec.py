@@ -328,20 +328,14 @@ def read_finished_run(path, spec):
     run's) is set aside (`keras_attn.utils.results.set_aside`), and the run
     trains again.
     """
-    return read_result(path, lambda result: _result_problem(result, spec))
+    return read_result(path, spec, _missing)
 
 
-def _result_problem(result, spec):
-    """What keeps `result` from being the finished run `spec`, or `None`."""
-    if not isinstance(result, dict):
-        return f"not a run's result: {result!r:.100}"
-    other = {key: result.get(key) for key in spec if result.get(key) != spec[key]}
-    if other:
-        return f"the result of another run: {other}"
+def _missing(result):
+    """What a finished run's result holds and `result` lacks."""
     test = result.get("test")
     missing = [key for key in RESULT_KEYS if key not in result]
-    missing += [f"test.{m}" for m in METRICS if not isinstance(test, dict) or m not in test]
-    return f"missing {missing}" if missing else None
+    return missing + [f"test.{m}" for m in METRICS if not isinstance(test, dict) or m not in test]
 
 
 def training_devices():
