@@ -315,12 +315,7 @@ def trained_backbone(state, config, data):
             return compile_for_evaluation(keras.models.load_model(path)), saved["record"]
     keras.utils.set_random_seed(config["seed"])
     sizes = {key: config[key] for key in (*MODEL, "num_layers")}
-    vit = build_vision_transformer(data["train"][0].shape[1:], 10, **sizes)
-    vit.compile(
-        keras.optimizers.Adam(config["learning_rate"]),
-        "sparse_categorical_crossentropy",
-        jit_compile=True,
-    )
+    vit = _compiled_vit(data, sizes, config["learning_rate"])
     record = train_epochs(
         vit,
         data,
@@ -522,17 +517,21 @@ def usage_at_target(usage, gamma, tolerance):
     return all(abs(value - gamma) <= tolerance for value in official)
 
 
+def _compiled_vit(data, sizes, learning_rate):
+    """A ViT of `sizes` for the images of `data`, compiled for training under XLA."""
+    vit = build_vision_transformer(data["train"][0].shape[1:], 10, **sizes)
+    vit.compile(
+        keras.optimizers.Adam(learning_rate), "sparse_categorical_crossentropy", jit_compile=True
+    )
+    return vit
+
+
 def train_dense(spec, config, state, backbone, data):
     """Trains the dense ViT of about the MACs of an AdaViT at `spec`'s γ, and tests it."""
     target = adavit_macs(backbone, spec["gamma"])
     sizes = equal_macs_sizes(target, data["train"][0].shape[1:], config["num_layers"])
     keras.utils.set_random_seed(spec["seed"])
-    vit = build_vision_transformer(data["train"][0].shape[1:], 10, **sizes)
-    vit.compile(
-        keras.optimizers.Adam(config["learning_rate"]),
-        "sparse_categorical_crossentropy",
-        jit_compile=True,
-    )
+    vit = _compiled_vit(data, sizes, config["learning_rate"])
     training = train_epochs(
         vit,
         data,
