@@ -90,15 +90,23 @@ def padded(x, before, after):
     return ops.concatenate(parts, axis=1) if len(parts) > 1 else x
 
 
-def window(padded, start, length):
-    """`padded[:, start : start + length]`, `start` a Python int (a loop on torch) or a tensor."""
-    if isinstance(start, int):  # a view, without op dispatch
-        return padded[:, start : start + length]
-    return ops.slice(padded, (0, start, 0, 0), (ops.shape(padded)[0], length, *padded.shape[2:]))
+def window(padded, start, length, axis=1):
+    """`padded[:, start : start + length]` along `axis` (1 or more), `start` an int or a tensor.
+
+    `start` is a Python int in a loop on torch (a view, without op
+    dispatch) and a tensor in a compiled loop.
+    """
+    if isinstance(start, int):
+        return padded[(slice(None),) * axis + (slice(start, start + length),)]
+    starts = [0] * len(padded.shape)
+    starts[axis] = start
+    sizes = [ops.shape(padded)[0], *padded.shape[1:]]
+    sizes[axis] = length
+    return ops.slice(padded, starts, sizes)
 
 
-def loop(count, step, initial, held):
-    """`ops.fori_loop(0, count, ...)` of `step(n, state, held)`, `held` carried unchanged.
+def loop(count, step, initial, held, first=0):
+    """`ops.fori_loop(first, first + count, ...)` of `step(n, state, held)`, `held` unchanged.
 
     The loop's step reads the arrays `held` from the carry, never from a
     closure: jax2onnx (ONNX export from JAX) lowers the arrays a loop body
@@ -110,7 +118,7 @@ def loop(count, step, initial, held):
         state, arrays = carry
         return step(n, state, arrays), arrays
 
-    return ops.fori_loop(0, count, body, (initial, held))[0]
+    return ops.fori_loop(first, first + count, body, (initial, held))[0]
 
 
 def causal_mask(queries, length):

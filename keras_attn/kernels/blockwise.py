@@ -1,5 +1,7 @@
 """Blockwise dense attention: blocks of queries over blocks of keys, with an online softmax."""
 
+import functools
+
 from keras import ops
 
 from keras_attn._typing import Tensor
@@ -8,12 +10,14 @@ from keras_attn.kernels._shared import MASKED_LOGIT, loop, padded, window
 # The block of queries (at most half the length, so that a causal step skips
 # the masked blocks) and the most blocks (each block is unrolled in the
 # compiled step, so longer sequences get longer blocks rather than more).
-BLOCK_SIZE = 1024
-MAX_BLOCKS = 16
-# Keys per step of a query block's loop: its logits, (1024, 128) per head,
-# stay in cache (benchmarks/attention_speed.py; 2 MB for 4 heads: blocks of
-# 512 or 256 keys were slower).
-KEY_BLOCK_SIZE = 128
+# Small blocks keep a step's operands in cache: 256 queries over 64 keys per
+# step, (256, 64) logits per head, ran faster under XLA on the CPU than 1024
+# over 128 or 512 over 32 (forward+backward as in
+# benchmarks/attention_speed.py, the sizes timed in one process); 32 keys per
+# step loop too often at 16,384 positions.
+BLOCK_SIZE = 256
+MAX_BLOCKS = 32
+KEY_BLOCK_SIZE = 64
 
 
 def blockwise_attention(
@@ -39,8 +43,9 @@ def blockwise_attention(
     CPU, whose own dense attention builds the whole `(length, length)`
     matrix, runs long sequences faster. Query blocks have `block_size`
     queries, at most half the length, and more when the length exceeds
-    `MAX_BLOCKS` (16) such blocks (each block is unrolled in a compiled
-    step). Computed in float32 and returned in `value`'s dtype (the
+    `MAX_BLOCKS` (32) such blocks (each block is unrolled in a compiled
+    step). Only the key blocks on a causal block's diagonal and the padded
+    last one are masked. Computed in float32 and returned in `value`'s dtype (the
     gradients in their inputs' dtypes).
 
     Args:
@@ -72,25 +77,31 @@ def blockwise_attention(
 
     @ops.custom_gradient
     def attend(query, key, value):
-        query, key, value = (ops.cast(x, "float32") for x in (query, key, value))
-        blocks = _KeyBlocks(key, value, key_block_size, scale, causal)
+        blocks = _KeyBlocks(key, value, key_block_size, causal)
+        # Scaled once, heads first as every block's products read it.
+        query = _swap_length_and_heads(ops.cast(query, "float32") * scale)  # (b, h, length, d)
         outputs, log_sums = [], []
         for start, end, keys in _query_blocks(length, block, causal):
-            output, log_sum = _attend_block(query[:, start:end], start, blocks, keys)
+            output, log_sum = _attend_block(query[:, :, start:end], start, blocks, keys)
             outputs.append(output)
             log_sums.append(log_sum)
-        output = ops.concatenate(outputs, axis=1)  # (batch, length, heads, value_dim)
+        output = ops.concatenate(outputs, axis=2)  # (batch, heads, length, value_dim)
         log_sum = ops.concatenate(log_sums, axis=2)  # (batch, heads, length, 1)
 
         def grad(*args, upstream=None):
             upstream = args[0] if upstream is None else upstream
-            upstream = ops.cast(upstream, "float32")
-            grads = _gradients(query, blocks, output, log_sum, upstream, block)
+            upstream = _swap_length_and_heads(ops.cast(upstream, "float32"))  # (b, h, length, v)
+            grads = _gradients(query, blocks, output, log_sum, upstream, block, scale)
             return tuple(ops.cast(g, dtype) for g, dtype in zip(grads, dtypes, strict=True))
 
-        return ops.cast(output, dtypes[2]), grad
+        return ops.cast(_swap_length_and_heads(output), dtypes[2]), grad
 
     return attend(query, key, value)
+
+
+def _swap_length_and_heads(x):
+    """`(batch, length, heads, dim)` as `(batch, heads, length, dim)`, and back."""
+    return ops.transpose(x, (0, 2, 1, 3))
 
 
 def _query_blocks(length, block, causal):
@@ -103,32 +114,51 @@ def _query_blocks(length, block, causal):
 class _KeyBlocks:
     """Keys and values cut into blocks of `size`, for loops that read one block at a time.
 
-    Keys and values are zero-padded to a whole number of blocks; the
-    padding, like the future under `causal`, is masked out of every
-    block's logits.
+    Keys and values are zero-padded to a whole number of blocks and held
+    heads first, float32. The padding, like the future under `causal`, is
+    masked out of the logits of the blocks that hold any (see `spans`).
     """
 
-    def __init__(self, key, value, size, scale, causal):
-        self.length, self.size, self.scale, self.causal = key.shape[1], size, scale, causal
+    def __init__(self, key, value, size, causal):
+        self.length, self.size, self.causal = key.shape[1], size, causal
         tail = -self.length % size
-        self.key = padded(key, 0, tail)  # (batch, blocks * size, heads, key_dim)
-        self.value = padded(value, 0, tail)  # (batch, blocks * size, heads, value_dim)
+        key, value = (
+            _swap_length_and_heads(ops.cast(padded(x, 0, tail), "float32")) for x in (key, value)
+        )
+        self.key = key  # (batch, heads, blocks * size, key_dim)
+        self.value = value  # (batch, heads, blocks * size, value_dim)
 
     def count(self, keys):
         """The number of blocks that hold keys `[0, keys)`."""
         return -(-keys // self.size)
 
+    def spans(self, start, keys):
+        """`(first, count, masked)` of the blocks seen from queries `start...`, up to keys `keys`.
+
+        The fully visible blocks (no padding, and under `causal` no key
+        after `start`) come first, unmasked; the others, the diagonal and
+        the padded last block, are masked.
+        """
+        visible = self.length // self.size
+        if self.causal:
+            visible = min(visible, (start + 1) // self.size)
+        visible = min(visible, self.count(keys))
+        spans = ((0, visible, False), (visible, self.count(keys) - visible, True))
+        return [span for span in spans if span[1]]
+
     def start(self, n):
         return n * self.size
 
     def block(self, padded, n):
-        """Block `n` of `padded` keys or values, `(batch, size, heads, dim)`."""
-        return window(padded, self.start(n), self.size)
+        """Block `n` of `padded` keys or values, `(batch, heads, size, dim)`."""
+        return window(padded, self.start(n), self.size, axis=2)
 
-    def logits(self, query_block, key, start, n):
-        """Scaled float32 logits of queries `start...` on block `n` of `key`, `(b, h, q, size)`."""
-        logits = ops.einsum("bqhd,bkhd->bhqk", query_block, self.block(key, n)) * self.scale
-        rows = ops.arange(start, start + query_block.shape[1])[:, None]  # (q, 1)
+    def logits(self, query_block, key, start, n, masked):
+        """Logits of scaled queries `start...` on block `n` of `key`, `(b, h, q, size)`."""
+        logits = ops.einsum("bhqd,bhkd->bhqk", query_block, self.block(key, n))
+        if not masked:
+            return logits
+        rows = ops.arange(start, start + query_block.shape[2])[:, None]  # (q, 1)
         columns = ops.arange(0, self.size)[None, :] + self.start(n)  # (1, size)
         allowed = columns < self.length
         if self.causal:
@@ -136,76 +166,86 @@ class _KeyBlocks:
         return ops.where(allowed, logits, MASKED_LOGIT)
 
 
+def _loop_over_spans(blocks, start, keys, make_step, carry, held):
+    """`carry` after the loop steps `make_step(masked)` over each of `blocks.spans`."""
+    for first, count, masked in blocks.spans(start, keys):
+        carry = loop(count, make_step(masked), carry, held, first)
+    return carry
+
+
 def _attend_block(query_block, start, blocks, keys):
     """One block of queries over the key blocks holding keys `[0, keys)`, online softmax.
 
-    Returns its output `(batch, q, heads, value_dim)` and its log-sum-exp
+    Returns its output `(batch, heads, q, value_dim)` and its log-sum-exp
     `(batch, heads, q, 1)`.
     """
 
-    def step(n, carry, held):
-        query_block, key, value = held
-        peak, total, output = carry
-        logits = blocks.logits(query_block, key, start, n)  # (batch, heads, q, size)
-        new_peak = ops.maximum(peak, ops.max(logits, axis=-1, keepdims=True))
-        weights = ops.exp(logits - new_peak)
-        decay = ops.exp(peak - new_peak)  # (batch, heads, q, 1)
-        total = total * decay + ops.sum(weights, axis=-1, keepdims=True)
-        values = blocks.block(value, n)  # (batch, size, heads, value_dim)
-        update = ops.einsum("bhqk,bkhd->bqhd", weights, values)  # (batch, q, heads, value_dim)
-        return new_peak, total, output * ops.transpose(decay, (0, 2, 1, 3)) + update
+    def make_step(masked):
+        def step(n, carry, held):
+            query_block, key, value = held
+            peak, total, output = carry
+            logits = blocks.logits(query_block, key, start, n, masked)  # (batch, heads, q, size)
+            new_peak = ops.maximum(peak, ops.max(logits, axis=-1, keepdims=True))
+            weights = ops.exp(logits - new_peak)
+            decay = ops.exp(peak - new_peak)  # (batch, heads, q, 1)
+            total = total * decay + ops.sum(weights, axis=-1, keepdims=True)
+            values = blocks.block(value, n)  # (batch, heads, size, value_dim)
+            update = ops.einsum("bhqk,bhkd->bhqd", weights, values)  # (batch, heads, q, v)
+            return new_peak, total, output * decay + update
+
+        return step
 
     # Zeros made from the queries, not from their shape: a symbolic batch
     # (an export's) cannot size `ops.full` in jax2onnx.
-    column = ops.zeros_like(query_block[..., :1])  # (batch, q, heads, 1)
-    row_statistic = ops.transpose(column, (0, 2, 1, 3))  # (batch, heads, q, 1)
-    output = column + ops.zeros((blocks.value.shape[-1],), "float32")  # (batch, q, heads, v)
+    row_statistic = ops.zeros_like(query_block[..., :1])  # (batch, heads, q, 1)
+    output = row_statistic + ops.zeros((blocks.value.shape[-1],), "float32")  # (b, h, q, v)
     initial = (row_statistic + MASKED_LOGIT, row_statistic, output)
     held = (query_block, blocks.key, blocks.value)
-    peak, total, output = loop(blocks.count(keys), step, initial, held)
-    return output / ops.transpose(total, (0, 2, 1, 3)), peak + ops.log(total)
+    peak, total, output = _loop_over_spans(blocks, start, keys, make_step, initial, held)
+    return output / total, peak + ops.log(total)
 
 
-def _gradients(query, blocks, output, log_sum, upstream, block):
-    """The gradients in query, key and value, each block's weights recomputed."""
-    length = query.shape[1]
+def _gradients(query, blocks, output, log_sum, upstream, block, scale):
+    """The gradients in query, key and value, each block's weights recomputed.
+
+    `query`, `output` and `upstream` are heads first, `query` scaled; the
+    gradients are returned `(batch, length, heads, dim)`.
+    """
+    length = query.shape[2]
     # (batch, heads, length, 1): sum_d dO * O, the softmax's correction term.
-    correction = ops.expand_dims(ops.transpose(ops.sum(upstream * output, axis=-1), (0, 2, 1)), -1)
+    correction = ops.sum(upstream * output, axis=-1, keepdims=True)
     query_grads = []
     key_grad, value_grad = ops.zeros_like(blocks.key), ops.zeros_like(blocks.value)
     for start, end, keys in _query_blocks(length, block, blocks.causal):
         rows = slice(start, end)
-        held = (
-            query[:, rows],
-            upstream[:, rows],
-            log_sum[:, :, rows],
-            correction[:, :, rows],
-            blocks.key,
-            blocks.value,
-        )
-        initial = (ops.zeros_like(query[:, rows]), key_grad, value_grad)
-        step = _gradient_step(start, blocks)
-        query_grad, key_grad, value_grad = loop(blocks.count(keys), step, initial, held)
+        held = tuple(x[:, :, rows] for x in (query, upstream, log_sum, correction))
+        held = (*held, blocks.key, blocks.value)
+        initial = (ops.zeros_like(query[:, :, rows]), key_grad, value_grad)
+        make_step = functools.partial(_gradient_step, start, blocks)
+        carry = _loop_over_spans(blocks, start, keys, make_step, initial, held)
+        query_grad, key_grad, value_grad = carry
         query_grads.append(query_grad)
-    unpadded = slice(0, blocks.length)
-    return ops.concatenate(query_grads, axis=1), key_grad[:, unpadded], value_grad[:, unpadded]
+    # The logits' gradients were in the scaled query's products: the query's takes `scale`.
+    query_grad = ops.concatenate(query_grads, axis=2) * scale  # (batch, heads, length, key_dim)
+    key_grad, value_grad = (x[:, :, : blocks.length] for x in (key_grad, value_grad))
+    return tuple(_swap_length_and_heads(x) for x in (query_grad, key_grad, value_grad))
 
 
-def _gradient_step(start, blocks):
+def _gradient_step(start, blocks, masked):
     """The loop step over key blocks of the gradients of the query block from `start`."""
 
     def step(n, carry, held):
         query_block, upstream_block, log_sum, correction, key, value = held
         query_grad, key_grad, value_grad = carry
-        logits = blocks.logits(query_block, key, start, n)  # (batch, heads, q, k)
+        logits = blocks.logits(query_block, key, start, n, masked)  # (batch, heads, q, k)
         weights = ops.exp(logits - log_sum)
-        values = blocks.block(value, n)  # (batch, k, heads, value_dim)
-        weight_grads = ops.einsum("bqhd,bkhd->bhqk", upstream_block, values)
-        logit_grads = weights * (weight_grads - correction) * blocks.scale
-        keys = blocks.block(key, n)  # (batch, k, heads, key_dim)
-        query_grad = query_grad + ops.einsum("bhqk,bkhd->bqhd", logit_grads, keys)
-        key_part = ops.einsum("bhqk,bqhd->bkhd", logit_grads, query_block)  # (batch, k, heads, d)
-        value_part = ops.einsum("bhqk,bqhd->bkhd", weights, upstream_block)  # (batch, k, heads, v)
+        values = blocks.block(value, n)  # (batch, heads, k, value_dim)
+        weight_grads = ops.einsum("bhqd,bhkd->bhqk", upstream_block, values)  # (b, h, q, k)
+        logit_grads = weights * (weight_grads - correction)  # (batch, heads, q, k)
+        keys = blocks.block(key, n)  # (batch, heads, k, key_dim)
+        query_grad = query_grad + ops.einsum("bhqk,bhkd->bhqd", logit_grads, keys)
+        key_part = ops.einsum("bhqk,bhqd->bhkd", logit_grads, query_block)  # (batch, h, k, d)
+        value_part = ops.einsum("bhqk,bhqd->bhkd", weights, upstream_block)  # (batch, h, k, v)
         key_grad = _add_to_block(key_grad, blocks, n, key_part)
         value_grad = _add_to_block(value_grad, blocks, n, value_part)
         return query_grad, key_grad, value_grad
@@ -216,5 +256,5 @@ def _gradient_step(start, blocks):
 def _add_to_block(total, blocks, n, part):
     """`total` with `part` added to key block `n` (in place under XLA)."""
     start = blocks.start(n)
-    current = window(total, start, blocks.size)
-    return ops.slice_update(total, (0, start, 0, 0), current + part)
+    current = blocks.block(total, n)
+    return ops.slice_update(total, (0, 0, start, 0), current + part)

@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_attn.kernels.blockwise import BLOCK_SIZE
 from keras_attn.layers import MultiHeadSelfAttention
 from keras_attn.testing.arrays import assert_allclose, to_numpy
 from keras_attn.testing.gradients import output_and_gradients
@@ -27,9 +28,12 @@ def _pair(pattern, logit_scale="none", x=None):
 
 
 @pytest.mark.parametrize(("pattern", "logit_scale"), [("causal", "log_length"), ("dense", "none")])
-def test_blockwise_path_equals_the_explicit_path_with_gradients(pattern, logit_scale):
-    # 11 positions in blocks of 4 queries and 3 keys: the last ones are shorter.
-    x = np.random.default_rng(0).normal(size=(2, 11, 8)).astype("float32")
+@pytest.mark.parametrize("length", [11, 12])
+def test_blockwise_path_equals_the_explicit_path_with_gradients(pattern, logit_scale, length):
+    # Blocks of 4 queries and 3 keys: at 11 positions the last ones are
+    # shorter (the last key block padded and masked); at 12, dense attention
+    # masks no key block and causal attention the diagonal ones only.
+    x = np.random.default_rng(0).normal(size=(2, length, 8)).astype("float32")
     blockwise, explicit = _pair(pattern, logit_scale, x)
     output, grads = output_and_gradients(blockwise, x)
     expected, expected_grads = output_and_gradients(explicit, x)
@@ -59,7 +63,7 @@ def test_blockwise_training_step_holds_no_length_by_length_tensor():
     layer = MultiHeadSelfAttention(2, 4, attention_pattern="causal")
     layer.blockwise_min_length = 1024
     layer(x[:, :8])
-    block = length // 2  # the default block, 1,024 queries, is capped at half the length
+    block = BLOCK_SIZE  # 256 queries, the default
 
     @tf.function(jit_compile=True)
     def step(x):
