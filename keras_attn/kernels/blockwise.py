@@ -11,10 +11,10 @@ from keras_attn.kernels._shared import MASKED_LOGIT, loop, padded, window
 # the masked blocks) and the most blocks (each block is unrolled in the
 # compiled step, so longer sequences get longer blocks rather than more).
 # Small blocks keep a step's operands in cache: 256 queries over 64 keys per
-# step, (256, 64) logits per head, ran faster under XLA on the CPU than 1024
-# over 128 or 512 over 32 (forward+backward as in
-# benchmarks/attention_speed.py, the sizes timed in one process); 32 keys per
-# step loop too often at 16,384 positions.
+# step, (256, 64) logits per head, ran faster under XLA on the CPU (JAX; as
+# fast or faster on TensorFlow) than 1024 over 128 or 512 over 32, the sizes
+# timed in one process (forward+backward as in benchmarks/attention_speed.py);
+# 32 keys per step loop too often at 16,384 positions.
 BLOCK_SIZE = 256
 MAX_BLOCKS = 32
 KEY_BLOCK_SIZE = 64
