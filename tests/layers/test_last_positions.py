@@ -220,7 +220,10 @@ def _losses(model, steps=30, jit_compile=False):
     return step_losses(model, ids, targets, 16)
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.6])
+# alpha=0.6 runs both branches (filter and attention); alpha=0 (no filter, the SASRec
+# block) repeats the attention branch, whose last positions
+# test_block_last_positions_are_the_full_blocks[0.0-...] checks in the default run.
+@pytest.mark.parametrize("alpha", [pytest.param(0.0, marks=pytest.mark.slow), 0.6])
 def test_model_without_dropout_trains_as_the_model_that_computes_every_position(alpha):
     model, full = (
         build_bsarec(
