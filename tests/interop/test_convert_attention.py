@@ -355,23 +355,8 @@ def test_every_constructor_argument_of_the_converted_layers_is_in_the_table(sour
     assert [name for name in arguments if name not in ARGUMENTS] == []
 
 
-def _argument_rows():
-    """Every row on TensorFlow; elsewhere the rows that compare outputs, the rest `slow`.
-
-    Carrying or refusing a config entry is the same Python on every backend; the
-    outputs of the converted layer are the backend's.
-    """
-    on_tensorflow = keras.backend.backend() == "tensorflow"
-    return [
-        pytest.param(name, marks=pytest.mark.slow)
-        if not on_tensorflow and carried is not _same_outputs
-        else name
-        for name, (_, carried) in ARGUMENTS.items()
-    ]
-
-
 @pytest.mark.parametrize("source", ["keras", "keras_hub"])
-@pytest.mark.parametrize("name", _argument_rows())
+@pytest.mark.parametrize("name", list(ARGUMENTS))
 def test_conversion_carries_every_argument_or_refuses_it(source, name):
     value, carried = ARGUMENTS[name]
     if name == "value_dim" and keras.backend.backend() == "jax":
