@@ -67,6 +67,8 @@ RELOAD_SERVER = textwrap.dedent(
     """
 )
 RELOAD_TIMEOUT_S = 300
+# Checks whose code path does not depend on the backend: `slow` on JAX and torch.
+BACKEND_INDEPENDENT_CHECKS = ("config_round_trip", "keras_save_load", "wrong_feature_size")
 
 
 class LayerChecks:
@@ -179,6 +181,11 @@ class LayerChecks:
         # On JAX a SavedModel export (jax2tf) costs 2-8 s a layer: `slow` there; the
         # TensorFlow run exports every layer, and the deployment matrix every layer from JAX.
         slow_here = ("saved_model",) if _on_jax() else ()
+        # What these check (the config, the `.keras` file, the feature-size check of
+        # `build`) runs the same Python on every backend: the TensorFlow run checks every
+        # layer, the JAX and torch runs repeat it only under `slow`.
+        if keras.backend.backend() != "tensorflow":
+            slow_here += BACKEND_INDEPENDENT_CHECKS
         params = [pytest.param(c, marks=pytest.mark.slow) if c in slow_here else c for c in names]
 
         @pytest.mark.parametrize("check", params)

@@ -220,7 +220,10 @@ def _losses(model, steps=30, jit_compile=False):
     return step_losses(model, ids, targets, 16)
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.6])
+# alpha=0.6 runs both branches (filter and attention); alpha=0 (no filter, the SASRec
+# block) repeats the attention branch, whose last positions
+# test_block_last_positions_are_the_full_blocks[0.0-...] checks in the default run.
+@pytest.mark.parametrize("alpha", [pytest.param(0.0, marks=pytest.mark.slow), 0.6])
 def test_model_without_dropout_trains_as_the_model_that_computes_every_position(alpha):
     model, full = (
         build_bsarec(
@@ -294,6 +297,15 @@ def _trainings(last_position_only, split):
     return np.array(outcomes)  # (SEEDS, 2)
 
 
+# Five seeds of two trainings each: on JAX and torch a repetition (slow) of the TensorFlow
+# run, since the masks are drawn by the same layer code on every backend;
+# test_last_positions_dropout_has_the_full_calls_distribution checks that code's masks
+# on every backend in the default run.
+def _slow_off_tensorflow(test):
+    return test if keras.backend.backend() == "tensorflow" else pytest.mark.slow(test)
+
+
+@_slow_off_tensorflow
 def test_model_with_dropout_trains_as_the_model_that_computes_every_position_over_seeds():
     # Only the dropout masks differ from seed to seed (the weights start and the
     # samples come in the same order): the last block's masks, drawn for its last
