@@ -93,20 +93,23 @@ def _backbone_weights(model):
 @needs_xla
 def test_gate_learning_rate_scale_multiplies_the_gates_first_update():
     start = _finetune(0)  # the initial weights: same seed, no step
-    plain = _finetune(1)
+    plain = _finetune(1)  # the default Adam at the learning rate 0.01
+    # A given Adam at twice the rate, with the gates' factors: it, not the default, trains.
     scales = (2.0, 3.0, 0.5)
-    scaled = _finetune(1, gate_learning_rate_scale=scales)
-    assert int(scaled.optimizer.iterations) == 1
-    # Adam's step is linear in the learning rate: each kind moves `scale` times as far.
+    given = keras.optimizers.Adam(0.02)
+    scaled = _finetune(1, optimizer=given, gate_learning_rate_scale=scales)
+    assert scaled.optimizer is given and int(scaled.optimizer.iterations) == 1
+    # Adam's step is linear in the learning rate: each kind moves `2 * scale` times as far.
     for kind, scale in enumerate(scales):
         weights = (_gate_weights(m)[kind] for m in (start, plain, scaled))
         for w0, w1, ws in zip(*weights, strict=True):
             assert np.abs(w1 - w0).max() > 1e-4  # the gates learn
-            np.testing.assert_allclose(ws - w0, scale * (w1 - w0), rtol=1e-3, atol=1e-7)
-    # The backbone moves as without the scale (to a thousandth of a step of 0.01: Adam's
-    # first step of a gradient near its epsilon follows rounding noise).
-    for w1, ws in zip(_backbone_weights(plain), _backbone_weights(scaled), strict=True):
-        np.testing.assert_allclose(ws, w1, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(ws - w0, 2 * scale * (w1 - w0), rtol=1e-3, atol=1e-7)
+    # The backbone moves twice as far as with the default (to a thousandth of a step of 0.02:
+    # Adam's first step of a gradient near its epsilon follows rounding noise).
+    weights = (_backbone_weights(m) for m in (start, plain, scaled))
+    for w0, w1, ws in zip(*weights, strict=True):
+        np.testing.assert_allclose(ws - w0, 2 * (w1 - w0), rtol=1e-5, atol=2e-5)
 
 
 # Two XLA fits of AdaViT fine-tuning: a minute or more on a busy CPU.
@@ -126,6 +129,10 @@ def test_distillation_changes_training_and_leaves_a_label_loss():
     assert max(moved) > 1e-5
 
 
+# A repetition with another optimizer class: in the default run,
+# test_gate_learning_rate_scale_multiplies_the_gates_first_update trains a given Adam with
+# the gates' factors.
+@pytest.mark.slow
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="One backend is enough.")
 def test_a_given_optimizer_trains_with_the_gate_scale():
     # The given optimizer trains, with the gates' factor: SGD's first step of the head

@@ -44,9 +44,9 @@ def pretrain_vit(
 
     Example:
 
-    >>> x, y = np.zeros((8, 28, 28), "float32"), np.zeros(8, "int32")
-    >>> vit = pretrain_vit(x, y, 10, epochs=2, batch_size=4, patch_size=7, hidden_dim=16,
-    ...                    num_layers=2)
+    >>> x, y = np.zeros((4, 8, 8), "float32"), np.zeros(4, "int32")
+    >>> vit = pretrain_vit(x, y, 10, epochs=2, batch_size=2, hidden_dim=8, num_layers=1,
+    ...                    num_heads=2)
     >>> vit.output.shape, int(vit.optimizer.iterations)  # 2 epochs of 2 batches
     ((None, 10), 4)
     """
@@ -119,9 +119,9 @@ def finetune_adavit(
 
     Example:
 
-    >>> x, y = np.zeros((8, 28, 28), "float32"), np.zeros(8, "int32")
-    >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=16, num_layers=2)
-    >>> model = finetune_adavit(vit, x, y, 0.5, epochs=1, batch_size=4,
+    >>> x, y = np.zeros((4, 8, 8), "float32"), np.zeros(4, "int32")
+    >>> vit = build_vision_transformer((8, 8), 10, hidden_dim=8, num_layers=2, num_heads=2)
+    >>> model = finetune_adavit(vit, x, y, 0.5, epochs=1, batch_size=2,
     ...                         gate_learning_rate_scale=10.0, distillation_weight=0.5)
     >>> int(model.optimizer.iterations), model.loss  # 1 epoch of 2 batches
     (2, 'sparse_categorical_crossentropy')
@@ -175,11 +175,11 @@ def compiled_for_finetuning(
 
     Example:
 
-    >>> x, y = np.zeros((8, 28, 28), "float32"), np.zeros(8, "int32")
-    >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=16, num_layers=2)
+    >>> x, y = np.zeros((4, 8, 8), "float32"), np.zeros(4, "int32")
+    >>> vit = build_vision_transformer((8, 8), 10, hidden_dim=8, num_layers=2, num_heads=2)
     >>> model, targets = compiled_for_finetuning(vit, x, y, 0.5, distillation_weight=0.5)
     >>> model.optimizer.built, targets.shape  # the label, then 10 probabilities
-    (True, (8, 11))
+    (True, (4, 11))
     """
     if optimizer is not None and not isinstance(optimizer, keras.optimizers.Optimizer):
         raise ValueError(
@@ -256,10 +256,10 @@ def finetune_vit(
 
     Example:
 
-    >>> x, y = np.zeros((8, 28, 28), "float32"), np.zeros(8, "int32")
-    >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=16, num_layers=2)
+    >>> x, y = np.zeros((4, 8, 8), "float32"), np.zeros(4, "int32")
+    >>> vit = build_vision_transformer((8, 8), 10, hidden_dim=8, num_layers=2, num_heads=2)
     >>> before = vit.get_weights()
-    >>> full = finetune_vit(vit, x, y, epochs=2, batch_size=4)
+    >>> full = finetune_vit(vit, x, y, epochs=2, batch_size=2)
     >>> full is not vit, int(full.optimizer.iterations)  # 2 epochs of 2 batches
     (True, 4)
     >>> same = [np.array_equal(a, b) for a, b in zip(before, vit.get_weights())]
