@@ -131,61 +131,76 @@ class _OffsetContext(torch.autograd.Function):
 def _dots(a, b, offsets, fill=0.0):
     """`a[i] . b[i - offsets[j]]`, `(K, length, batch, heads)`, `fill` where `i < offsets[j]`.
 
-    `a` and `b` are position-major, `(length, batch, heads, dim)`.
+    `a` and `b` are position-major, `(length, batch, heads, dim)`. Block by
+    block of rows (see `_row_blocks`), each offset's products go to a
+    buffer that stays in cache and a matrix-vector product with ones sums
+    them: faster than a batch of `(1, dim) x (dim, 1)` products, whose
+    cost is per product, and than a sum over the last axis.
     """
     length, batch, heads, dim = a.shape
     dots = a.new_empty((len(offsets), length, batch, heads))
-    products = None if a.dtype in (torch.float32, torch.float64) else torch.empty_like(a)
+    ones = a.new_ones(dim)
+    products = None
+    for start, end in _row_blocks(a):
+        if products is None:
+            products = torch.empty_like(a[start:end])  # (rows, batch, heads, dim)
+        for slot, offset in enumerate(offsets):
+            first = max(start, offset)  # rows i >= offset read b[i - offset]
+            if first < end:
+                product = products[: end - first]
+                torch.mul(a[first:end], b[first - offset : end - offset], out=product)
+                torch.mv(product.view(-1, dim), ones, out=dots[slot, first:end].view(-1))
     for slot, offset in enumerate(offsets):
         dots[slot, :offset] = fill
-        if offset < length:
-            count = length - offset
-            rows = dots[slot, offset:].view(count * batch * heads)
-            _row_dots(a[offset:], b[:count], rows, products)
     return dots
-
-
-def _row_dots(a, b, out, products):
-    """`out[r] = a[r] . b[r]` over the last axis of two contiguous blocks, into `out`.
-
-    A batch of `(1, dim) x (dim, 1)` products in float32 and float64; in
-    the half types, whose batched products are slow on the CPU, the
-    products go to the buffer `products` and a matrix-vector product with
-    ones sums them.
-    """
-    dim = a.shape[-1]
-    if products is None:
-        torch.bmm(a.reshape(-1, 1, dim), b.reshape(-1, dim, 1), out=out.view(-1, 1, 1))
-        return
-    product = products.view(-1)[: a.numel()].view(a.shape)
-    torch.mul(a, b, out=product)
-    torch.mv(product.view(-1, dim), a.new_ones(dim), out=out)
 
 
 def _mix(weights, b, offsets):
     """`sum_j weights[j, i, ..., None] * b[i - offsets[j]]`, `(length, batch, heads, dim)`."""
     total = torch.empty_like(b)
+    columns = weights.unsqueeze(-1)  # (K, length, batch, heads, 1)
     for start, end in _row_blocks(b):
-        total[start:end].zero_()
-        for slot, offset in enumerate(offsets):
+        unset = end  # the rows [start, unset) of the block hold no sum yet
+        for slot, offset in _by_offset(offsets):
             first = max(start, offset)  # rows i >= offset read b[i - offset]
-            if first < end:
-                column = weights[slot, first:end, :, :, None]  # (rows, batch, heads, 1)
-                total[first:end].addcmul_(column, b[first - offset : end - offset])
+            if first >= end:
+                break
+            product = (columns[slot, first:end], b[first - offset : end - offset])
+            if unset == end:
+                torch.mul(*product, out=total[first:end])
+                unset = first
+            else:
+                total[first:end].addcmul_(*product)
+        total[start:unset].zero_()
     return total
 
 
 def _scatter(weights, a, offsets):
     """The transpose of `_mix` in `b`: `sum_j (weights[j, ..., None] * a)[i + offsets[j]]`."""
     total = torch.empty_like(a)
+    columns = weights.unsqueeze(-1)  # (K, length, batch, heads, 1)
     for start, end in _row_blocks(a):
-        total[start:end].zero_()
-        for slot, offset in enumerate(offsets):
+        unset = start  # the rows [unset, end) of the block hold no sum yet
+        for slot, offset in _by_offset(offsets):
             last = min(end, a.shape[0] - offset)  # rows i < length - offset read a[i + offset]
-            if start < last:
-                column = weights[slot, start + offset : last + offset, :, :, None]
-                total[start:last].addcmul_(column, a[start + offset : last + offset])
+            if start >= last:
+                break
+            product = (
+                columns[slot, start + offset : last + offset],
+                a[start + offset : last + offset],
+            )
+            if unset == start:
+                torch.mul(*product, out=total[start:last])
+                unset = last
+            else:
+                total[start:last].addcmul_(*product)
+        total[unset:end].zero_()
     return total
+
+
+def _by_offset(offsets):
+    """`(slot, offset)` by increasing offset: a slot reaches at most the rows of the one before."""
+    return sorted(enumerate(offsets), key=lambda pair: pair[1])
 
 
 def _row_blocks(x):
