@@ -160,3 +160,39 @@ def test_the_deployment_matrix_is_one_grid_with_each_path_heading_its_backends()
     cases = json.loads((RESULTS / "deployment-matrix.json").read_text())["results"]
     assert len(rows) == len(cases["tensorflow"]["saved_model"])
     assert all(row.count("<td>") == 8 for row in rows)
+
+
+def test_attention_speed_targets_take_the_median_over_the_runs_of_the_record_commit(tmp_path):
+    def run(commit, torch_ratio):
+        rows = [
+            {
+                "backend": backend,
+                "length": length,
+                "causal_over_logsparse": ratio,
+                "causal_over_sdpa": 3.0,
+            }
+            for backend, ratio in (("torch", torch_ratio), ("jax", 9.0), ("tensorflow", 9.0))
+            for length in (1024, 4096, 8192, 16384)
+        ]
+        ratios = [{"length": length, "ratio": 1.1} for length in (1024, 4096, 8192, 16384)]
+        results = {"rows": rows, "jax_over_tensorflow": ratios}
+        return json.dumps({"meta": {"commit": commit}, "results": results})
+
+    folder = tmp_path / "benchmarks"
+    folder.mkdir()
+    (folder / "attention_speed.json").write_text(run("new", 12.0))
+    (folder / "attention_speed_run2.json").write_text(run("new", 8.0))
+    (folder / "attention_speed_run3.json").write_text(run("new", 30.0))
+    (folder / "attention_speed_old.json").write_text(run("old", 0.5))  # other code: not counted
+    rows = TABLES["attention-speed-targets"](docs_tables.Results(tmp_path)).splitlines()
+    assert rows[0] == (
+        "| target | `attention_speed` | `attention_speed_run2` | `attention_speed_run3` "
+        "| median | met |"
+    )
+    assert (
+        "| torch causal / LogSparse at 8,192 (≥ 10) | 12.00 | 8.00 | 30.00 | 12.00 | yes |" in rows
+    )
+    assert "| JAX / TF LogSparse at 1,024 (≤ 1.3) | 1.10 | 1.10 | 1.10 | 1.10 | yes |" in rows
+    assert "| JAX causal / torch SDPA at 4,096 (≤ 2) | 3.00 | 3.00 | 3.00 | 3.00 | **no** |" in rows
+    lowest = "| lowest causal / LogSparse from 1,024, any backend (≥ 1) |"
+    assert f"{lowest} 9.00 | 8.00 | 9.00 | 9.00 | yes |" in rows

@@ -788,6 +788,83 @@ def attention_speed_jax_over_tensorflow(results):
     return markdown_table(["L", "JAX / TF+XLA (LogSparse)"], rows)
 
 
+# The issue's CPU targets: (label, backend, length, ratio key, bound, "min" or "max").
+ATTENTION_SPEED_TARGETS = [
+    *(
+        (
+            f"torch causal / LogSparse at {length:,}",
+            "torch",
+            length,
+            "causal_over_logsparse",
+            bound,
+            "min",
+        )
+        for length, bound in ((1024, 1.5), (8192, 10.0), (16384, 20.0))
+    ),
+    *(
+        (f"JAX / TF LogSparse at {length:,}", None, length, "jax_over_tensorflow", 1.3, "max")
+        for length in (1024, 4096, 8192, 16384)
+    ),
+    *(
+        (
+            f"{name} causal / torch SDPA at {length:,}",
+            backend,
+            length,
+            "causal_over_sdpa",
+            2.0,
+            "max",
+        )
+        for backend, name in (("jax", "JAX"), ("tensorflow", "TF"))
+        for length in (4096, 16384)
+    ),
+    (
+        "lowest causal / LogSparse from 1,024, any backend",
+        None,
+        1024,
+        "lowest_causal_over_logsparse",
+        1.0,
+        "min",
+    ),
+]
+
+
+def _attention_speed_value(data, backend, length, key):
+    """One ratio of a run: a row's, `jax_over_tensorflow`'s at `length`, or the lowest from it."""
+    if key == "lowest_causal_over_logsparse":
+        rows = [row for row in data["rows"] if row["length"] >= length]
+        return min(row["causal_over_logsparse"] for row in rows)
+    if backend is None:
+        rows = data["jax_over_tensorflow"]
+        return next(row["ratio"] for row in rows if row["length"] == length)
+    rows = data["rows"]
+    return next(row[key] for row in rows if row["backend"] == backend and row["length"] == length)
+
+
+def attention_speed_targets(results):
+    """Each CPU target's ratio in every run of the run of record's commit, and their median."""
+    commit = results("benchmarks/attention_speed")["meta"]["commit"]
+    stems = [
+        stem
+        for stem in results.stems()
+        if stem.startswith("benchmarks/attention_speed")
+        and results(stem)["meta"]["commit"] == commit
+    ]
+    header = ["target", *(f"`{stem.split('/')[-1]}`" for stem in stems), "median", "met"]
+    rows = []
+    for label, backend, length, key, bound, kind in ATTENTION_SPEED_TARGETS:
+        values = [
+            _attention_speed_value(results(stem)["results"], backend, length, key) for stem in stems
+        ]
+        median = statistics.median(values)
+        met = median >= bound if kind == "min" else median <= bound
+        sign = "≥" if kind == "min" else "≤"
+        cells = [f"{value:.2f}" for value in values]
+        rows.append(
+            [f"{label} ({sign} {bound:g})", *cells, f"{median:.2f}", "yes" if met else "**no**"]
+        )
+    return markdown_table(header, rows)
+
+
 @_benchmark_rows("bsarec_training", ["model", "way", "XLA", "sequences/s"])
 def bsarec_training_benchmark(row):
     """Training sequences/s per model and way, XLA on and off."""
@@ -1208,6 +1285,7 @@ TABLES = {
     "gpu-check-kernels": gpu_check_kernels,
     "gpu-check-latencies": gpu_check_latencies,
     "attention-speed-jax-over-tensorflow": attention_speed_jax_over_tensorflow,
+    "attention-speed-targets": attention_speed_targets,
     "bsarec-training-benchmark": bsarec_training_benchmark,
     "bsarec-training-speedup": bsarec_training_speedup,
     "logsparse-benchmark-jax": logsparse_benchmark("jax"),
