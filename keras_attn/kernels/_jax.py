@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from keras_attn.kernels._shared import MASKED_LOGIT
+from keras_attn.kernels._shared import MASKED_LOGIT, loop
 
 
 def tracing():
@@ -98,8 +98,7 @@ def _slot_sum(x):
     as was the autodiff of a softmax written with slices (a padded array
     per slot).
     """
-    ones = jnp.ones((1, x.shape[0]), x.dtype)
-    return jnp.reshape(ones @ jnp.reshape(x, (x.shape[0], -1)), x.shape[1:])
+    return jnp.tensordot(jnp.ones((x.shape[0],), x.dtype), x, axes=1)
 
 
 @jax.custom_vjp
@@ -138,40 +137,46 @@ class _OffsetSums:
     def padded(self, x, before, after):
         return jnp.pad(x, [(0, 0), (before, after), (0, 0), (0, 0)])
 
+    # The loops read their arrays from the carry (`loop`): jax2onnx lowers the
+    # arrays a loop body closes over as constants, which an export's are not.
+
     def dots(self, a, b):
         """`a[:, i] . b[:, i - offset_j]` per head, `(K, batch, length, heads)`."""
-        padded_b = self.padded(b, self.reach, 0)
-        summed = jnp.ones((a.shape[-1], 1), a.dtype)  # a sum over `dim` as a product with ones
 
-        def step(n, dots):
+        def step(n, dots, held):
+            a, padded_b = held
             view = self.rows(padded_b, self.reach - self.shift(n))  # b[:, i - offset]
+            summed = jnp.ones((a.shape[-1], 1), a.dtype)  # the sum over `dim`, a product
             column = jnp.matmul(a * view, summed)[..., 0]  # (batch, length, heads)
             return jax.lax.dynamic_update_index_in_dim(dots, column, n, 0)
 
-        initial = jnp.zeros((len(self.offsets), *a.shape[:3]), a.dtype)
-        return jax.lax.fori_loop(0, len(self.offsets), step, initial)
+        # Zeros made from `a`, not from its shape, whose batch an export leaves unknown.
+        initial = jnp.zeros_like(a[..., 0])[None] + jnp.zeros((len(self.offsets), 1, 1, 1), a.dtype)
+        return loop(len(self.offsets), step, initial, (a, self.padded(b, self.reach, 0)))
 
     def mix(self, weights, b):
         """`sum_j weights[j, :, i, :, None] * b[:, i - offset_j]`, `(batch, length, heads, dim)`."""
-        padded_b = self.padded(b, self.reach, 0)
 
-        def step(n, total):
+        def step(n, total, held):
+            weights, padded_b = held
             view = self.rows(padded_b, self.reach - self.shift(n))
             return total + weights[n][..., None] * view
 
-        return jax.lax.fori_loop(0, len(self.offsets), step, jnp.zeros_like(b))
+        held = (weights, self.padded(b, self.reach, 0))
+        return loop(len(self.offsets), step, jnp.zeros_like(b), held)
 
     def scatter(self, weights, a):
         """The transpose of `mix` in `b`: `sum_j (weights_j * a)[:, i + offset_j]`."""
-        padded_a = self.padded(a, 0, self.reach)
-        padded_weights = jnp.pad(weights, [(0, 0), (0, 0), (0, self.reach), (0, 0)])
 
-        def step(n, total):
+        def step(n, total, held):
+            padded_weights, padded_a = held
             shift = self.shift(n)
             column = jax.lax.dynamic_index_in_dim(padded_weights, n, 0, keepdims=False)
             return total + self.rows(column, shift)[..., None] * self.rows(padded_a, shift)
 
-        return jax.lax.fori_loop(0, len(self.offsets), step, jnp.zeros_like(a))
+        padded_weights = jnp.pad(weights, [(0, 0), (0, 0), (0, self.reach), (0, 0)])
+        held = (padded_weights, self.padded(a, 0, self.reach))
+        return loop(len(self.offsets), step, jnp.zeros_like(a), held)
 
     def logits(self, query, key):
         @jax.custom_vjp
