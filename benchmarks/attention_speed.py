@@ -7,7 +7,7 @@ computations, timed in the same process in interleaved rounds (medians):
 
 - `logsparse`: `LogSparseAttention` (pure variant) with
   `implementation="auto"`: the native offset kernel where the backend has
-  one (torch), else the `keras.ops` reference;
+  one (torch, JAX), else the `keras.ops` reference;
 - `logsparse_reference`: the same with `implementation="reference"`;
 - `causal`: the core with `attention_pattern="causal"` and
   `implementation="auto"`: the backend's fused kernel (torch's

@@ -17,7 +17,9 @@ default) where it applies:
   `jax.nn.dot_product_attention` and TensorFlow's XLA-compiled
   `keras.ops.dot_product_attention`;
 - `offset_attention`: on torch, in-place fused multiply-adds into
-  preallocated buffers.
+  preallocated buffers; on JAX, slot-major loops written for XLA on the
+  CPU (logits written in place, a softmax over the slots whose sums are
+  products with ones).
 
 `implementation="reference"` forces the reference, and
 `implementation="native"` the native one (a `ValueError` where none can
@@ -54,7 +56,7 @@ def has_native(kernel: str) -> bool:
     Example:
 
     >>> from keras_attn import kernels
-    >>> kernels.has_native("offset_attention") == (keras.backend.backend() == "torch")
+    >>> kernels.has_native("offset_attention") == (keras.backend.backend() in ("torch", "jax"))
     True
     """
     if kernel not in NATIVE_KERNELS:

@@ -4,8 +4,13 @@ Imported on the JAX backend only (see `_shared.native_kernel`), so that an
 install without JAX imports the library.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
+import numpy as np
+
+from keras_attn.kernels._shared import MASKED_LOGIT, loop
 
 
 def tracing():
@@ -33,7 +38,178 @@ def dense_attention(query, key, value, mask, *, scale, causal):
     )  # (batch, queries, heads, value_dim)
 
 
-NATIVE = {"dense_attention": dense_attention}
+def offset_attention(query, key, value, offsets, mask, *, logit_scale, dropout):
+    """`offset_attention` of scaled queries, with slot-major logits and weights.
+
+    The reference's loops over the offsets, with the logits, weights and
+    their gradients `(K, batch, length, heads)`: each offset's step writes
+    its slot in place (the reference, which every exporter takes, selects
+    it into the whole `K`-wide array at every step) and reads one
+    contiguous slot of the weights, and the softmax runs over the leading
+    axis with a custom gradient whose sums over the slots are products with
+    ones (see `_slot_sum`). Queries, keys and values stay `(batch, length,
+    heads, dim)`, where a shift along the length is a contiguous block of
+    rows.
+
+    Returns:
+        `(context, weights)`, the weights `(batch, heads, length, K)`.
+    """
+    offsets = tuple(offsets)
+    length = query.shape[1]
+    logits = _OffsetSums(offsets, length).logits(query, key)  # (K, batch, length, heads)
+    logits = logits.astype(jnp.float32)
+    if logit_scale is not None:
+        logits = logits * jnp.reshape(logit_scale.astype(jnp.float32), (1, -1, 1, 1))
+    allowed = _allowed_slots(mask, offsets, length)  # (K, batch or 1, length, 1)
+    weights = _softmax_over_slots(jnp.where(allowed, logits, MASKED_LOGIT), allowed)
+    weights = weights.astype(value.dtype)
+    if dropout is not None:  # on the weights as the reference lays them out
+        weights = jnp.transpose(dropout(jnp.transpose(weights, (1, 3, 2, 0))), (3, 0, 2, 1))
+    context = _OffsetSums(offsets, length).context(weights, value)
+    return context, jnp.transpose(weights, (1, 3, 2, 0))
+
+
+def _allowed_slots(mask, offsets, length):
+    """Boolean `(K, batch or 1, length, 1)`: the slots of `mask` that reach a position."""
+    reach = np.arange(length)[None, :] >= np.array(offsets)[:, None]  # (K, length)
+    reach = reach[:, None, :, None]  # (K, 1, length, 1)
+    if mask is None:
+        return reach
+    mask = jnp.broadcast_to(jnp.asarray(mask, bool), (mask.shape[0], 1, length, len(offsets)))
+    return jnp.logical_and(jnp.transpose(mask, (3, 0, 2, 1)), reach)
+
+
+def _softmax_over_slots(logits, allowed):
+    """The softmax over axis 0 (the slots), zero where a query has no allowed slot.
+
+    `logits` `(K, batch, length, heads)` hold `MASKED_LOGIT` where `allowed`
+    `(K, batch or 1, length, 1)` is false.
+    """
+    seen = functools.reduce(jnp.logical_or, list(allowed))  # (batch or 1, length, 1)
+    return jnp.where(seen, _slot_softmax(logits), 0.0)
+
+
+def _slot_sum(x):
+    """The sum over axis 0, as a product with ones.
+
+    XLA on the CPU computes a product once; a sum of the slots' slices it
+    fuses into every consumer, which repeats it for each slot, and its
+    reduction over the slots runs in a YNNPACK fusion that was slower here,
+    as was the autodiff of a softmax written with slices (a padded array
+    per slot).
+    """
+    return jnp.tensordot(jnp.ones((x.shape[0],), x.dtype), x, axes=1)
+
+
+@jax.custom_vjp
+def _slot_softmax(logits):
+    peak = jnp.max(logits, axis=0)  # (batch, length, heads)
+    exps = jnp.exp(logits - peak)
+    return exps / _slot_sum(exps)
+
+
+def _slot_softmax_forward(logits):
+    weights = _slot_softmax(logits)
+    return weights, weights
+
+
+def _slot_softmax_backward(weights, grad):
+    return (weights * (grad - _slot_sum(weights * grad)),)
+
+
+_slot_softmax.defvjp(_slot_softmax_forward, _slot_softmax_backward)
+
+
+class _OffsetSums:
+    """The offset sums of `offset_attention` as loops, slot-major, with custom gradients."""
+
+    def __init__(self, offsets, length):
+        self.offsets, self.length = offsets, length
+        self.reach = min(max(offsets), length)  # the furthest shift that reaches a key
+
+    def shift(self, n):
+        return jnp.minimum(jnp.asarray(self.offsets, jnp.int32)[n], self.reach)
+
+    def rows(self, padded, start):
+        """`padded[:, start : start + length]`."""
+        return jax.lax.dynamic_slice_in_dim(padded, start, self.length, axis=1)
+
+    def padded(self, x, before, after):
+        return jnp.pad(x, [(0, 0), (before, after), (0, 0), (0, 0)])
+
+    # The loops read their arrays from the carry (`loop`): jax2onnx lowers the
+    # arrays a loop body closes over as constants, which an export's are not.
+
+    def dots(self, a, b):
+        """`a[:, i] . b[:, i - offset_j]` per head, `(K, batch, length, heads)`."""
+
+        def step(n, dots, held):
+            a, padded_b = held
+            view = self.rows(padded_b, self.reach - self.shift(n))  # b[:, i - offset]
+            summed = jnp.ones((a.shape[-1], 1), a.dtype)  # the sum over `dim`, a product
+            column = jnp.matmul(a * view, summed)[..., 0]  # (batch, length, heads)
+            return jax.lax.dynamic_update_index_in_dim(dots, column, n, 0)
+
+        # Zeros made from `a`, not from its shape, whose batch an export leaves unknown.
+        initial = jnp.zeros_like(a[..., 0])[None] + jnp.zeros((len(self.offsets), 1, 1, 1), a.dtype)
+        return loop(len(self.offsets), step, initial, (a, self.padded(b, self.reach, 0)))
+
+    def mix(self, weights, b):
+        """`sum_j weights[j, :, i, :, None] * b[:, i - offset_j]`, `(batch, length, heads, dim)`."""
+
+        def step(n, total, held):
+            weights, padded_b = held
+            view = self.rows(padded_b, self.reach - self.shift(n))
+            return total + weights[n][..., None] * view
+
+        held = (weights, self.padded(b, self.reach, 0))
+        return loop(len(self.offsets), step, jnp.zeros_like(b), held)
+
+    def scatter(self, weights, a):
+        """The transpose of `mix` in `b`: `sum_j (weights_j * a)[:, i + offset_j]`."""
+
+        def step(n, total, held):
+            padded_weights, padded_a = held
+            shift = self.shift(n)
+            column = jax.lax.dynamic_index_in_dim(padded_weights, n, 0, keepdims=False)
+            return total + self.rows(column, shift)[..., None] * self.rows(padded_a, shift)
+
+        padded_weights = jnp.pad(weights, [(0, 0), (0, 0), (0, self.reach), (0, 0)])
+        held = (padded_weights, self.padded(a, 0, self.reach))
+        return loop(len(self.offsets), step, jnp.zeros_like(a), held)
+
+    def logits(self, query, key):
+        @jax.custom_vjp
+        def logits(query, key):
+            return self.dots(query, key)
+
+        def forward(query, key):
+            return self.dots(query, key), (query, key)
+
+        def backward(saved, grad):
+            query, key = saved
+            return self.mix(grad, key), self.scatter(grad, query)
+
+        logits.defvjp(forward, backward)
+        return logits(query, key)
+
+    def context(self, weights, value):
+        @jax.custom_vjp
+        def context(weights, value):
+            return self.mix(weights, value)
+
+        def forward(weights, value):
+            return self.mix(weights, value), (weights, value)
+
+        def backward(saved, grad):
+            weights, value = saved
+            return self.dots(grad, value), self.scatter(weights, grad)
+
+        context.defvjp(forward, backward)
+        return context(weights, value)
+
+
+NATIVE = {"dense_attention": dense_attention, "offset_attention": offset_attention}
 
 
 def gradients(loss, inputs):

@@ -34,11 +34,13 @@ def offset_attention(
     offset and the context as a running sum over shifted views of the
     values, in loops with a custom gradient of the same form: no key or
     value is copied per slot, and a step keeps `O(length * K)` weights and
-    `O(length * heads * head_dim)` activations. The native one, chosen by
-    `implementation="auto"` on torch outside a traced or compiled model,
-    runs the same sums as in-place fused multiply-adds (`addcmul_`) on
-    contiguous blocks of rows, with slot-major weights and the softmax
-    over the slots' axis.
+    `O(length * heads * head_dim)` activations. The native ones, chosen by
+    `implementation="auto"`, keep slot-major logits and weights and run
+    the softmax over the slots' axis: on torch (outside a traced or
+    compiled model) the same sums as in-place fused multiply-adds
+    (`addcmul_`) on contiguous blocks of rows; on JAX the same loops,
+    each offset's logits written in place, with a custom gradient of the
+    softmax whose sums over the slots are products with ones.
 
     Args:
         query: `(batch, length, heads, key_dim)`.

@@ -126,7 +126,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
             implementation of each attention kernel runs (see
             `keras_attn.kernels`): `"auto"` runs a backend's native one
             where it has one (torch's `scaled_dot_product_attention` and
-            fused offset loops, JAX's `jax.nn.dot_product_attention`),
+            fused offset loops, JAX's `jax.nn.dot_product_attention` and
+            slot-major offset loops),
             `"reference"` the `keras.ops` one everywhere. Both compute the
             same outputs and gradients (to float rounding).
         **kwargs: base layer arguments, such as `name` and `dtype`.
