@@ -179,34 +179,34 @@ class _OffsetSums:
         return loop(len(self.offsets), step, jnp.zeros_like(a), held)
 
     def logits(self, query, key):
-        @jax.custom_vjp
-        def logits(query, key):
-            return self.dots(query, key)
-
-        def forward(query, key):
-            return self.dots(query, key), (query, key)
-
-        def backward(saved, grad):
-            query, key = saved
-            return self.mix(grad, key), self.scatter(grad, query)
-
-        logits.defvjp(forward, backward)
-        return logits(query, key)
+        """`dots(query, key)`; its gradients are a `mix` and a `scatter` of the same form."""
+        return _with_gradient(
+            self.dots, lambda query, key, grad: (self.mix(grad, key), self.scatter(grad, query))
+        )(query, key)
 
     def context(self, weights, value):
-        @jax.custom_vjp
-        def context(weights, value):
-            return self.mix(weights, value)
+        """`mix(weights, value)`; its gradients are `dots` and a `scatter` of the same form."""
+        return _with_gradient(
+            self.mix,
+            lambda weights, value, grad: (self.dots(grad, value), self.scatter(weights, grad)),
+        )(weights, value)
 
-        def forward(weights, value):
-            return self.mix(weights, value), (weights, value)
 
-        def backward(saved, grad):
-            weights, value = saved
-            return self.dots(grad, value), self.scatter(weights, grad)
+def _with_gradient(compute, gradients):
+    """`compute(x, y)` whose gradients in `x` and `y` are `gradients(x, y, grad)`."""
 
-        context.defvjp(forward, backward)
-        return context(weights, value)
+    @jax.custom_vjp
+    def function(x, y):
+        return compute(x, y)
+
+    def forward(x, y):
+        return compute(x, y), (x, y)
+
+    def backward(saved, grad):
+        return gradients(*saved, grad)
+
+    function.defvjp(forward, backward)
+    return function
 
 
 NATIVE = {"dense_attention": dense_attention, "offset_attention": offset_attention}
