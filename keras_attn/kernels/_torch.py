@@ -158,49 +158,27 @@ def _dots(a, b, offsets, fill=0.0):
 def _mix(weights, b, offsets):
     """`sum_j weights[j, i, ..., None] * b[i - offsets[j]]`, `(length, batch, heads, dim)`."""
     total = torch.empty_like(b)
-    columns = weights.unsqueeze(-1)  # (K, length, batch, heads, 1)
     for start, end in _row_blocks(b):
-        unset = end  # the rows [start, unset) of the block hold no sum yet
-        for slot, offset in _by_offset(offsets):
+        total[start:end].zero_()
+        for slot, offset in enumerate(offsets):
             first = max(start, offset)  # rows i >= offset read b[i - offset]
-            if first >= end:
-                break
-            product = (columns[slot, first:end], b[first - offset : end - offset])
-            if unset == end:
-                torch.mul(*product, out=total[first:end])
-                unset = first
-            else:
-                total[first:end].addcmul_(*product)
-        total[start:unset].zero_()
+            if first < end:
+                column = weights[slot, first:end, :, :, None]  # (rows, batch, heads, 1)
+                total[first:end].addcmul_(column, b[first - offset : end - offset])
     return total
 
 
 def _scatter(weights, a, offsets):
     """The transpose of `_mix` in `b`: `sum_j (weights[j, ..., None] * a)[i + offsets[j]]`."""
     total = torch.empty_like(a)
-    columns = weights.unsqueeze(-1)  # (K, length, batch, heads, 1)
     for start, end in _row_blocks(a):
-        unset = start  # the rows [unset, end) of the block hold no sum yet
-        for slot, offset in _by_offset(offsets):
+        total[start:end].zero_()
+        for slot, offset in enumerate(offsets):
             last = min(end, a.shape[0] - offset)  # rows i < length - offset read a[i + offset]
-            if start >= last:
-                break
-            product = (
-                columns[slot, start + offset : last + offset],
-                a[start + offset : last + offset],
-            )
-            if unset == start:
-                torch.mul(*product, out=total[start:last])
-                unset = last
-            else:
-                total[start:last].addcmul_(*product)
-        total[unset:end].zero_()
+            if start < last:
+                column = weights[slot, start + offset : last + offset, :, :, None]
+                total[start:last].addcmul_(column, a[start + offset : last + offset])
     return total
-
-
-def _by_offset(offsets):
-    """`(slot, offset)` by increasing offset: a slot reaches at most the rows of the one before."""
-    return sorted(enumerate(offsets), key=lambda pair: pair[1])
 
 
 def _row_blocks(x):
