@@ -12,6 +12,7 @@ from keras import ops
 from keras_attn._typing import Initializer, Tensor
 from keras_attn.layers._config import argument_config
 from keras_attn.utils.validation import (
+    check_bool,
     check_float,
     check_int,
     check_optional_int,
@@ -32,7 +33,11 @@ class GumbelSigmoidGate(keras.layers.Layer):
     and its gradient is the gradient of that sigmoid (hard straight-through).
     At inference the decision is `sigmoid(logit) > threshold`, deterministic.
     As in the official AdaViT code, the threshold is applied to the noisy,
-    tempered sigmoid in training and to the plain sigmoid at inference.
+    tempered sigmoid in training and to the plain sigmoid at inference; with
+    `tempered_inference=True` inference applies it to `sigmoid(logit /
+    temperature)`, the training decision without noise. The two differ for
+    thresholds other than 0.5: at 0.6 and τ = 5 a logit between 0.41 and
+    2.03 is kept at inference only with the official rule.
 
     The logits and the decisions are computed in float32 from float32
     inputs (the inputs are not autocast), so that mixed precision never
@@ -46,6 +51,9 @@ class GumbelSigmoidGate(keras.layers.Layer):
         bias_initializer: initializer of the `(units,)` bias. A positive
             constant starts a fine-tuned gate with most decisions on.
         seed: int, seed of the Gumbel noise.
+        tempered_inference: bool. `False` (official): inference keeps
+            `sigmoid(logit) > threshold`. `True`: `sigmoid(logit /
+            temperature) > threshold`.
         **kwargs: base layer arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -74,6 +82,7 @@ class GumbelSigmoidGate(keras.layers.Layer):
         kernel_initializer: Initializer = "glorot_uniform",
         bias_initializer: Initializer = "zeros",
         seed: int | None = None,
+        tempered_inference: bool = False,
         **kwargs,
     ):
         kwargs.setdefault("autocast", False)
@@ -87,6 +96,7 @@ class GumbelSigmoidGate(keras.layers.Layer):
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.seed = check_optional_int("seed", seed, minimum=0)
         self.seed_generator = keras.random.SeedGenerator(self.seed)
+        self.tempered_inference = check_bool("tempered_inference", tempered_inference)
 
     def build(self, input_shape):
         self.input_spec = feature_spec(input_shape, any_rank=True)
@@ -112,7 +122,8 @@ class GumbelSigmoidGate(keras.layers.Layer):
             hard = ops.cast(soft > self.threshold, "float32")
             gates = hard + (soft - ops.stop_gradient(soft))  # exactly `hard` forward
         else:
-            gates = ops.cast(ops.sigmoid(logits) > self.threshold, "float32")
+            scale = self.temperature if self.tempered_inference else 1.0
+            gates = ops.cast(ops.sigmoid(logits / scale) > self.threshold, "float32")
         return ops.cast(gates, self.compute_dtype)
 
     def _gumbel(self, shape):
@@ -130,5 +141,6 @@ class GumbelSigmoidGate(keras.layers.Layer):
             "kernel_initializer",
             "bias_initializer",
             "seed",
+            "tempered_inference",
         )
         return {**super().get_config(), **argument_config(self, arguments)}

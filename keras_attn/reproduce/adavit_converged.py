@@ -113,10 +113,11 @@ EVALUATION_BATCH = adavit.LATENCY_BATCH
 STATE_VERSION = 1
 RECORD_FIELDS = {"version": (), "epochs": (), "best_epoch": (), "best_accuracy": (), "wait": ()}
 MEASURES = ("accuracy", "macs")
-MODELS = ("learned", "random", "dense")  # per γ
+# Per γ; "_tempered": the same fine-tuned model deciding with `tempered_inference=True`.
+MODELS = ("learned", "random", "dense", "learned_tempered", "random_tempered")
 # What a finished run of each variant holds besides its spec.
 RESULT_KEYS = {
-    "adavit": ("training", "learned", "random"),
+    "adavit": ("training", "learned", "random", "tempered"),
     "dense": ("training", "sizes", "target_macs", "dense"),
 }
 # Paper points (ImageNet): (name, MACs of the AdaViT / of its backbone, top-1 change in points).
@@ -487,6 +488,7 @@ def train_adavit(spec, config, state, backbone, data):
         distillation_weight=config["distillation_weight"],
         **adavit_options(config),
     )
+    tempered = tempered_copy(model)
     training = train_epochs(
         model,
         data,
@@ -496,18 +498,44 @@ def train_adavit(spec, config, state, backbone, data):
         max_epochs=config["finetune_epochs"],
         patience=config["patience"],
         targets=targets,
-        evaluate=usage_record,
+        evaluate=lambda model, x, y: usage_record(model, x, tempered),
         at_target=lambda entry: usage_at_target(entry["usage"], gamma, config["usage_tolerance"]),
     )
     compile_for_evaluation(model)
     model.save(state / f"{run_name(spec)}.keras")
-    return {"training": training, **adavit.policy_results(model, *data["test"], seed)}
+    tempered.set_weights(model.get_weights())
+    return {
+        "training": training,
+        **adavit.policy_results(model, *data["test"], seed),
+        "tempered": adavit.policy_results(tempered, *data["test"], seed),
+    }
 
 
-def usage_record(model, x, y):
-    """The usage and usage loss of `model`'s inference decisions on `x`."""
+def tempered_copy(model):
+    """A copy of the AdaViT `model` whose inference decisions are tempered.
+
+    The copy decides with `tempered_inference=True`: a patch is kept where
+    training without noise keeps it. Its weights are a copy of `model`'s.
+    """
+    copy = AdaViT.from_config({**model.get_config(), "tempered_inference": True})
+    copy.build(model.backbone.input.shape)
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def usage_record(model, x, tempered):
+    """The usage and usage loss of `model`'s inference decisions on `x`.
+
+    Also the usage of the tempered inference decisions (`tempered_copy`),
+    whose weights are set to `model`'s first, as `"usage_tempered"`.
+    """
     decisions = model.decide(x)
-    return {"usage": model.usage(decisions), "usage_loss": model.usage_loss(decisions)}
+    tempered.set_weights(model.get_weights())
+    return {
+        "usage": model.usage(decisions),
+        "usage_loss": model.usage_loss(decisions),
+        "usage_tempered": tempered.usage(tempered.decide(x)),
+    }
 
 
 def usage_at_target(usage, gamma, tolerance):
@@ -611,6 +639,8 @@ def _gamma_entry(done, seed, gamma):
         "gamma": gamma,
         "learned": learned["learned"],
         "random": learned["random"],
+        "learned_tempered": learned["tempered"]["learned"],
+        "random_tempered": learned["tempered"]["random"],
         "dense": {**dense["dense"], "sizes": dense["sizes"], "target_macs": dense["target_macs"]},
         "training": {"adavit": learned["training"], "dense": dense["training"]},
     }
@@ -631,20 +661,31 @@ def summarize(runs, full, backbone_record):
             {
                 "gamma": entry["gamma"],
                 **models,
-                "learned_minus_random": paired_difference(
-                    accuracies["learned"], accuracies["random"]
-                ),
-                "learned_minus_dense": paired_difference(
-                    accuracies["learned"], accuracies["dense"]
-                ),
-                "learned_minus_full": paired_difference(
-                    accuracies["learned"], [full["accuracy"]] * len(per_seed)
-                ),
+                **_claims(accuracies, full["accuracy"]),
                 "epochs_run": [e["training"]["adavit"]["epochs_run"] for e in per_seed],
                 "best_epoch": [e["training"]["adavit"]["best_epoch"] for e in per_seed],
             }
         )
     return summary
+
+
+def _claims(accuracies, full_accuracy):
+    """Paired differences of each learned policy (official and tempered) against the others.
+
+    Keys `"learned_minus_random"`, `"learned_minus_dense"`,
+    `"learned_minus_full"`, and the same with `"learned_tempered"` against
+    the tempered random policy, the dense ViT and the full backbone.
+    """
+    differences = {}
+    for learned in ("learned", "learned_tempered"):
+        others = {
+            "random": accuracies[learned.replace("learned", "random")],
+            "dense": accuracies["dense"],
+            "full": [full_accuracy] * len(accuracies["dense"]),
+        }
+        for name, other in others.items():
+            differences[f"{learned}_minus_{name}"] = paired_difference(accuracies[learned], other)
+    return differences
 
 
 def _model_summary(entries):
@@ -666,6 +707,8 @@ def plot(results):
     figure, (absolute, relative) = plt.subplots(1, 2, figsize=(12, 4.5))
     styles = (("learned", "o-", "AdaViT, learned policy"), ("random", "s--", "AdaViT, random"))
     styles += (("dense", "^:", "dense ViT, equal MACs"),)
+    styles += (("learned_tempered", "v-", "AdaViT, learned, tempered inference"),)
+    styles += (("random_tempered", "x--", "AdaViT, random at tempered usage"),)
     full_macs = summary["full"]["macs"]["mean"]
     full_accuracy = summary["full"]["accuracy"]["mean"]
     for model, style, label in styles:

@@ -14,7 +14,12 @@ CHECKS = LayerChecks(
     input_shape=(2, 6, 8),
     expected_output_shape=(2, 6, 3),
     num_params=(8 + 1) * 3,
-    bad_init_kwargs=[{"units": 0}, {"temperature": 0.0}, {"threshold": 1.0}],
+    bad_init_kwargs=[
+        {"units": 0},
+        {"temperature": 0.0},
+        {"threshold": 1.0},
+        {"tempered_inference": "yes"},
+    ],
 )
 
 
@@ -33,6 +38,22 @@ def test_inference_thresholds_the_plain_sigmoid():
     expected = 1.0 / (1.0 + np.exp(-(x @ kernel + bias))) > 0.6
     np.testing.assert_array_equal(decisions, expected.astype("float32"))
     assert 0 < decisions.mean() < 1
+
+
+def test_tempered_inference_thresholds_the_sigmoid_of_the_logits_over_the_temperature():
+    x = _inputs()
+    plain = GumbelSigmoidGate(3, temperature=5.0, threshold=0.6, seed=0)
+    tempered = GumbelSigmoidGate(3, temperature=5.0, threshold=0.6, tempered_inference=True)
+    tempered.build(x.shape)
+    plain.build(x.shape)
+    tempered.set_weights([w * 8 for w in plain.get_weights()])  # logits across ±4
+    plain.set_weights(tempered.get_weights())
+    kernel, bias = tempered.get_weights()
+    logits = x @ kernel + bias
+    expected = 1.0 / (1.0 + np.exp(-logits / 5.0)) > 0.6  # logit > 5 ln 1.5 ≈ 2.03
+    decisions = ops.convert_to_numpy(tempered(x))
+    np.testing.assert_array_equal(decisions, expected.astype("float32"))
+    assert 0 < decisions.mean() < ops.convert_to_numpy(plain(x)).mean()  # fewer than plain
 
 
 @pytest.mark.parametrize("bias, temperature, threshold", [(0.0, 5.0, 0.5), (3.0, 5.0, 0.6)])

@@ -407,3 +407,23 @@ def test_bad_arguments():
         AdaViTFastPath(AdaViT(_vit()))
     with pytest.raises(ValueError, match="Received: group_size=0"):
         AdaViTFastPath(_model(), group_size=0)
+
+
+def test_tempered_inference_keeps_the_patches_that_training_keeps_without_noise():
+    # sigmoid(l / τ) > 0.6 is l > τ·logit(0.6): a plain patch threshold of
+    # sigmoid(τ·logit(0.6)) decides the same; heads and blocks (0.5) do not move.
+    logit = 5.0 * np.log(0.6 / 0.4)
+    tempered = _model(tempered_inference=True)
+    plain = _model(patch_threshold=float(1 / (1 + np.exp(-logit))))
+    official = _model()
+    x = _images()
+    models = {"tempered": tempered, "plain": plain, "official": official}
+    decided = {name: model.decide(x) for name, model in models.items()}
+    for key in decided["plain"]:
+        np.testing.assert_array_equal(decided["tempered"][key], decided["plain"][key])
+    assert decided["tempered"]["patches"].sum() < decided["official"]["patches"].sum()
+    restored = AdaViT.from_config(tempered.get_config())
+    assert restored.tempered_inference
+    assert all(gate.tempered_inference for gate in restored.patch_gates + restored.head_gates)
+    with pytest.raises(ValueError, match="Received: tempered_inference=1"):
+        AdaViT(_vit(), tempered_inference=1)

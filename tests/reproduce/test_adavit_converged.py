@@ -38,7 +38,9 @@ def _train(model, targets, data, path, epochs):
         max_epochs=epochs,
         patience=5,
         targets=targets,
-        evaluate=adavit_converged.usage_record,
+        evaluate=lambda model, x, y: adavit_converged.usage_record(
+            model, x, adavit_converged.tempered_copy(model)
+        ),
     )
 
 
@@ -56,7 +58,14 @@ def test_an_interrupted_adavit_run_resumes_to_the_uninterrupted_result(tmp_path)
     record = _train(resumed, targets, data, tmp_path / "cut.npz", epochs=2)
     assert _without_time(record) == _without_time(whole)
     assert [entry["epoch"] for entry in record["epochs"]] == [1, 2]
-    assert set(record["epochs"][0]) == {"epoch", "train_loss", "accuracy", "usage", "usage_loss"}
+    assert set(record["epochs"][0]) == {
+        "epoch",
+        "train_loss",
+        "accuracy",
+        "usage",
+        "usage_loss",
+        "usage_tempered",
+    }
     assert int(resumed.optimizer.iterations) == int(model.optimizer.iterations) == 4
     for a, b in zip(model.get_weights(), resumed.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -120,3 +129,17 @@ def test_usage_is_at_target_when_every_official_usage_is_within_the_tolerance():
     usage = {"tokens": 0.52, "heads": 0.46, "attention": 0.5, "mlp": 0.58}
     assert adavit_converged.usage_at_target(usage, 0.5, 0.05)
     assert not adavit_converged.usage_at_target({**usage, "mlp": 0.7}, 0.5, 0.05)
+
+
+def test_the_tempered_copy_has_the_weights_and_keeps_fewer_patches():
+    data = _data()
+    model, _ = _adavit(data)
+    for gate in model.patch_gates:  # logits across ±3: the two rules differ
+        gate.kernel.assign(np.random.default_rng(0).normal(size=gate.kernel.shape) * 2)
+    copy = adavit_converged.tempered_copy(model)
+    assert copy.tempered_inference and not model.tempered_inference
+    for a, b in zip(model.get_weights(), copy.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    x = data["train"][0]
+    record = adavit_converged.usage_record(model, x, copy)
+    assert record["usage_tempered"]["patches"] < record["usage"]["patches"]

@@ -94,6 +94,11 @@ class AdaViT(keras.Model):
             divisible by the heads. `False`: an off head only outputs zero.
         gated_drop_path: bool. `False` (official): drop path skips the blocks
             with a block gate; `True` applies it to every block.
+        tempered_inference: bool. `False` (official): inference keeps what
+            `sigmoid(logit)` puts above the threshold. `True`: what
+            `sigmoid(logit / temperature)` puts above it, the training
+            decision without noise (see `GumbelSigmoidGate`). Only the patch
+            gates, whose threshold is not 0.5 by default, decide otherwise.
         **kwargs: base model arguments, such as `name`.
 
     Call arguments:
@@ -130,6 +135,7 @@ class AdaViT(keras.Model):
         gate_first_block: bool = True,
         head_gates_mlp_input: bool = True,
         gated_drop_path: bool = False,
+        tempered_inference: bool = False,
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
@@ -148,6 +154,7 @@ class AdaViT(keras.Model):
         self.gate_first_block = check_bool("gate_first_block", gate_first_block)
         self.head_gates_mlp_input = check_bool("head_gates_mlp_input", head_gates_mlp_input)
         self.gated_drop_path = check_bool("gated_drop_path", gated_drop_path)
+        self.tempered_inference = check_bool("tempered_inference", tempered_inference)
         self.stem = keras.Model(backbone.input, self.blocks[0].input, name="stem")
         self.readout = keras.Model(self.blocks[-1].output, backbone.output, name="readout")
         self.num_heads = self.blocks[0].num_heads
@@ -179,6 +186,7 @@ class AdaViT(keras.Model):
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=0.02),
             bias_initializer=keras.initializers.Constant(self.gate_bias),
             seed=None if self.seed is None else self.seed + offset,
+            tempered_inference=self.tempered_inference,
             name=name,
         )
 
@@ -454,6 +462,7 @@ class AdaViT(keras.Model):
                 "gate_first_block": self.gate_first_block,
                 "head_gates_mlp_input": self.head_gates_mlp_input,
                 "gated_drop_path": self.gated_drop_path,
+                "tempered_inference": self.tempered_inference,
             }
         )
         return config
