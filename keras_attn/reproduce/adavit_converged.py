@@ -42,6 +42,7 @@ result as an uninterrupted run.
 """
 
 import json
+import os
 import pathlib
 import time
 
@@ -50,7 +51,7 @@ import numpy as np
 
 from keras_attn.datasets import load_fashion_mnist
 from keras_attn.models import build_vision_transformer, count_macs
-from keras_attn.models.adavit import FORMER_BEHAVIOUR, AdaViT
+from keras_attn.models.adavit import FORMER_BEHAVIOUR, AdaViT, xla_function
 from keras_attn.models.adavit.training import compile_for_evaluation, compiled_for_finetuning
 from keras_attn.reproduce import adavit
 from keras_attn.reproduce._images import paired_difference
@@ -63,6 +64,7 @@ from keras_attn.reproduce._run import (
     read_result,
     run_in_workers,
 )
+from keras_attn.utils import batch_latency_ms
 from keras_attn.utils.results import write_atomically
 from keras_attn.utils.run_state import read_run_state, restore_run_state, save_run_state
 from keras_attn.utils.training import ordered_batches
@@ -113,8 +115,19 @@ EVALUATION_BATCH = adavit.LATENCY_BATCH
 STATE_VERSION = 1
 RECORD_FIELDS = {"version": (), "epochs": (), "best_epoch": (), "best_accuracy": (), "wait": ()}
 MEASURES = ("accuracy", "macs")
+# The fast-path latency: batch sizes, and interleaved rounds per setting.
+LATENCY_BATCHES = (1, 64)
+LATENCY_ROUNDS = {"small": 2, "fast": 10, "full": 20}
+# Each model's line in the figure: (key, matplotlib format, label).
+STYLES = (
+    ("learned", "o-", "AdaViT, learned policy"),
+    ("random", "s--", "AdaViT, random"),
+    ("dense", "^:", "dense ViT, equal MACs"),
+    ("learned_tempered", "v-", "AdaViT, learned, tempered inference"),
+    ("random_tempered", "x--", "AdaViT, random at tempered usage"),
+)
 # Per γ; "_tempered": the same fine-tuned model deciding with `tempered_inference=True`.
-MODELS = ("learned", "random", "dense", "learned_tempered", "random_tempered")
+MODELS = tuple(key for key, _, _ in STYLES)
 # What a finished run of each variant holds besides its spec.
 RESULT_KEYS = {
     "adavit": ("training", "learned", "random", "tempered"),
@@ -208,10 +221,13 @@ def run(args):
         for spec in ({"variant": "adavit", "seed": seed, "gamma": gamma}, dense_spec(seed, gamma))
     ]
     done = run_in_workers(train_variant, jobs, args.workers)
+    images = load_data(config)["test"][0]
+    latency = measured_latency(done, state, backbone, images, LATENCY_ROUNDS[size])
+    full["latency_ms"] = latency["ms_per_batch"]["full"]
     runs = [
         {
             "seed": seed,
-            "adavit": [_gamma_entry(done, seed, gamma) for gamma in config["gammas"]],
+            "adavit": [_gamma_entry(done, seed, gamma, latency) for gamma in config["gammas"]],
         }
         for seed in range(config["seeds"])
     ]
@@ -223,6 +239,7 @@ def run(args):
         "gammas": config["gammas"],
         "backbone": backbone_record,
         "full": full,
+        "latency": {key: latency[key] for key in ("load_at_start", "rounds", "batches")},
         "runs": runs,
         "summary": summarize(runs, full, backbone_record),
     }
@@ -569,6 +586,7 @@ def train_dense(spec, config, state, backbone, data):
         max_epochs=config["backbone_epochs"] + config["finetune_epochs"],
         patience=config["patience"],
     )
+    vit.save(state / f"{run_name(spec)}.keras")  # for the latency stage
     return {
         "training": training,
         "sizes": sizes,
@@ -625,7 +643,69 @@ def equal_macs_sizes(target_macs, image_shape, num_layers, tolerance=0.1):
     return candidates[best]
 
 
-def _gamma_entry(done, seed, gamma):
+def measured_latency(done, state, backbone, images, rounds):
+    """Median fast-path milliseconds per batch of every model, measured once, saved.
+
+    Once every run has finished, this process alone times the XLA-compiled
+    inference of the full backbone and, per run, the dense ViT and the
+    AdaViT's learned and random policies, with the official and with the
+    tempered inference decisions, in interleaved rounds (`batch_latency_ms`)
+    at each batch size of `LATENCY_BATCHES`. The random decisions keep, per
+    kind, the share that the policy's learned decisions keep on the test
+    images. Saved as `latency.json` in `state` with the load average at the
+    start; a later call reads it.
+
+    Returns:
+        dict: `"ms_per_batch"`, `name -> {batch size as str: ms}` with names
+        `"full"`, and `run_name` with `" learned"`, `" random"`,
+        `" learned_tempered"`, `" random_tempered"` or `" dense"`;
+        `"load_at_start"`, `"rounds"` and `"batches"`.
+    """
+    path = state / "latency.json"
+    if path.is_file():
+        return json.loads(path.read_bytes())
+    models = {"full": backbone}
+    for result in done:
+        models[run_name(result)] = keras.models.load_model(state / f"{run_name(result)}.keras")
+    load = os.getloadavg()[0]
+    per_batch = {
+        batch: batch_latency_ms(_predictors(done, models, batch), images, batch, rounds)
+        for batch in LATENCY_BATCHES
+    }
+    names = per_batch[LATENCY_BATCHES[0]]
+    record = {
+        "ms_per_batch": {name: {str(b): per_batch[b][name] for b in per_batch} for name in names},
+        "load_at_start": load,
+        "rounds": rounds,
+        "batches": list(LATENCY_BATCHES),
+    }
+    text = json.dumps(record, indent=1)
+    write_atomically(path, lambda file: file.write(text.encode()))
+    return record
+
+
+def _predictors(done, models, batch):
+    """`name -> callable` of one batch of `batch` images, for `measured_latency`."""
+    predictors = {"full": xla_function(models["full"])}
+    for result in done:
+        name = run_name(result)
+        if result["variant"] == "dense":
+            predictors[f"{name} dense"] = xla_function(models[name])
+            continue
+        policies = (("", models[name], result), ("_tempered", None, result["tempered"]))
+        for suffix, model, policy in policies:
+            model = model or tempered_copy(models[name])
+            fast = model.fast_path()
+            usage = policy["learned"]["usage"]
+            random = model.random_decisions(batch, usage, seed=result["seed"])
+            fixed = {key: value.astype("float32") for key, value in random.items()}
+            compiled = fast.compiled_function(True)
+            predictors[f"{name} learned{suffix}"] = fast.compiled_function()
+            predictors[f"{name} random{suffix}"] = adavit._with_decisions(compiled, fixed)
+    return predictors
+
+
+def _gamma_entry(done, seed, gamma, latency):
     """One seed's results at γ: the learned and random policies and the dense ViT."""
 
     def find(variant):
@@ -635,13 +715,23 @@ def _gamma_entry(done, seed, gamma):
         return found
 
     learned, dense = find("adavit"), find("dense")
+    ms = latency["ms_per_batch"]
+
+    def timed(entry, name):
+        return {**entry, "latency_ms": ms[name]}
+
+    name, dense_name = run_name(learned), run_name(dense)
     return {
         "gamma": gamma,
-        "learned": learned["learned"],
-        "random": learned["random"],
-        "learned_tempered": learned["tempered"]["learned"],
-        "random_tempered": learned["tempered"]["random"],
-        "dense": {**dense["dense"], "sizes": dense["sizes"], "target_macs": dense["target_macs"]},
+        "learned": timed(learned["learned"], f"{name} learned"),
+        "random": timed(learned["random"], f"{name} random"),
+        "learned_tempered": timed(learned["tempered"]["learned"], f"{name} learned_tempered"),
+        "random_tempered": timed(learned["tempered"]["random"], f"{name} random_tempered"),
+        "dense": {
+            **timed(dense["dense"], f"{dense_name} dense"),
+            "sizes": dense["sizes"],
+            "target_macs": dense["target_macs"],
+        },
         "training": {"adavit": learned["training"], "dense": dense["training"]},
     }
 
@@ -650,7 +740,7 @@ def summarize(runs, full, backbone_record):
     """Mean ± std over seeds per γ and model, and the paired differences that the claims need."""
     summary = {
         "pretrained_accuracy": mean_and_std([backbone_record["test_accuracy"]]),
-        "full": {m: mean_and_std([full[m]]) for m in MEASURES},
+        "full": _model_summary([full]),
         "adavit": [],
     }
     for index, entry in enumerate(runs[0]["adavit"]):
@@ -690,6 +780,10 @@ def _claims(accuracies, full_accuracy):
 
 def _model_summary(entries):
     summary = {m: mean_and_std([entry[m] for entry in entries]) for m in MEASURES}
+    summary["latency_ms"] = {
+        batch: mean_and_std([entry["latency_ms"][batch] for entry in entries])
+        for batch in entries[0]["latency_ms"]
+    }
     if "usage" in entries[0]:
         usages = [entry["usage"] for entry in entries]
         summary["usage"] = {key: float(np.mean([u[key] for u in usages])) for key in usages[0]}
@@ -697,50 +791,60 @@ def _model_summary(entries):
 
 
 def plot(results):
-    """Accuracy against MACs (learned, random, dense, full), and relative to the paper's."""
+    """Accuracy against MACs, relative to the paper's, and against latency at batch 1 and 64."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     summary = results["summary"]
-    figure, (absolute, relative) = plt.subplots(1, 2, figsize=(12, 4.5))
-    styles = (("learned", "o-", "AdaViT, learned policy"), ("random", "s--", "AdaViT, random"))
-    styles += (("dense", "^:", "dense ViT, equal MACs"),)
-    styles += (("learned_tempered", "v-", "AdaViT, learned, tempered inference"),)
-    styles += (("random_tempered", "x--", "AdaViT, random at tempered usage"),)
-    full_macs = summary["full"]["macs"]["mean"]
-    full_accuracy = summary["full"]["accuracy"]["mean"]
-    for model, style, label in styles:
-        points = [entry[model] for entry in summary["adavit"]]
+    figure, axes = plt.subplots(2, 2, figsize=(12, 9))
+    (absolute, relative), timed = axes
+    full = summary["full"]
+    full_macs, full_accuracy = full["macs"]["mean"], full["accuracy"]["mean"]
+    _plot_models(absolute, summary, lambda point: point["macs"]["mean"] / 1e6)
+    absolute.set(xlabel="MMACs per image")
+    for axis, batch in zip(timed, LATENCY_BATCHES, strict=True):
+        _plot_models(axis, summary, lambda point, b=str(batch): point["latency_ms"][b]["mean"])
+        axis.set(xlabel=f"fast-path ms per batch of {batch}")
+    for key, style, label in STYLES:
+        points = [entry[key] for entry in summary["adavit"]]
         macs = np.array([p["macs"]["mean"] for p in points])
         accuracies = np.array([p["accuracy"]["mean"] for p in points])
-        errors = [p["accuracy"]["std"] for p in points]
-        absolute.errorbar(macs / 1e6, accuracies, yerr=errors, fmt=style, label=label)
+        errors = 100 * np.array([p["accuracy"]["std"] for p in points])
         relative.errorbar(
             macs / full_macs,
             100 * (accuracies - full_accuracy),
-            yerr=100 * np.array(errors),
+            yerr=errors,
             fmt=style,
             label=f"ours: {label}",
         )
-    absolute.plot(full_macs / 1e6, full_accuracy, "k*", markersize=12, label="full ViT (backbone)")
     for name, ratio, change in PAPER_POINTS:
         relative.plot(ratio, change, "rD")
         relative.annotate(f"paper: {name}", (ratio, change), fontsize=8)
-    for entry in summary["adavit"]:
-        point = entry["learned"]
-        xy = (point["macs"]["mean"] / 1e6, point["accuracy"]["mean"])
-        absolute.annotate(f"γ={entry['gamma']}", xy, fontsize=8)
-    absolute.set(xlabel="MMACs per image", ylabel="test accuracy")
     relative.axhline(0, color="k", linewidth=0.5)
     relative.set(xlabel="MACs / full model's", ylabel="accuracy − full model's (points)")
-    absolute.legend(fontsize=8)
     relative.legend(fontsize=8)
     seeds = results["setting"]["seeds"]
     figure.suptitle(f"AdaViT from a converged ViT on Fashion-MNIST, mean ± std over {seeds} seeds")
     figure.tight_layout()
     return figure
+
+
+def _plot_models(axis, summary, x_of):
+    """Test accuracy against `x_of(point)` for every model of `STYLES` and the full ViT."""
+    for key, style, label in STYLES:
+        points = [entry[key] for entry in summary["adavit"]]
+        accuracies = [p["accuracy"]["mean"] for p in points]
+        errors = [p["accuracy"]["std"] for p in points]
+        axis.errorbar([x_of(p) for p in points], accuracies, yerr=errors, fmt=style, label=label)
+    for entry in summary["adavit"]:
+        point = entry["learned"]
+        axis.annotate(f"γ={entry['gamma']}", (x_of(point), point["accuracy"]["mean"]), fontsize=8)
+    full = summary["full"]
+    axis.plot(x_of(full), full["accuracy"]["mean"], "k*", markersize=12, label="full ViT")
+    axis.set(ylabel="test accuracy")
+    axis.legend(fontsize=8)
 
 
 def _print_summary(summary):
@@ -752,5 +856,6 @@ def _print_summary(summary):
             point = entry[model]
             print(
                 f"γ={entry['gamma']} {model}: accuracy {point['accuracy']['mean']:.4f} ± "
-                f"{point['accuracy']['std']:.4f}, {point['macs']['mean'] / 1e6:.2f} MMACs"
+                f"{point['accuracy']['std']:.4f}, {point['macs']['mean'] / 1e6:.2f} MMACs, "
+                f"{point['latency_ms']['64']['mean']:.2f} ms per batch of 64"
             )

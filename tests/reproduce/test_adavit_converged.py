@@ -1,3 +1,4 @@
+import argparse
 import json
 
 import keras
@@ -143,3 +144,24 @@ def test_the_tempered_copy_has_the_weights_and_keeps_fewer_patches():
     x = data["train"][0]
     record = adavit_converged.usage_record(model, x, copy)
     assert record["usage_tempered"]["patches"] < record["usage"]["patches"]
+
+
+@pytest.mark.slow
+def test_a_small_run_times_every_model_once_and_plots_latency(tmp_path):
+    parser = argparse.ArgumentParser()
+    adavit_converged.add_arguments(parser)
+    args = parser.parse_args(["--seeds", "1", "--gammas", "0.5"])
+    args.out, args.full = str(tmp_path), False
+    outcome = adavit_converged.run(args)
+    results = json.loads(outcome["paths"]["json"].read_text())
+    assert outcome["paths"]["png"].is_file()
+    (entry,) = results["runs"][0]["adavit"]
+    for model in adavit_converged.MODELS:
+        assert set(entry[model]["latency_ms"]) == {"1", "64"}
+        assert all(ms > 0 for ms in entry[model]["latency_ms"].values())
+    assert results["latency"]["batches"] == [1, 64]
+    saved = tmp_path / adavit_converged.STATE_FOLDER / "latency.json"
+    assert saved.is_file()
+    # Run again: the runs and the latency are read back, nothing is timed again.
+    again = adavit_converged.run(args)
+    assert again["results"]["summary"] == results["summary"]
