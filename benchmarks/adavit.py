@@ -21,8 +21,12 @@ Two bounds are measured in the same rounds, from the model's ungated part
 ceiling, full / ungated part, the ratio if every gated block were skipped
 at no cost; and the ideal ratio of each policy, if the gated blocks took
 time in proportion to the MACs the policy keeps there and deciding cost
-nothing. An imposed keep rate of 0 measures what deciding alone costs. The
-results go to `--output` as JSON; `--small` is a seconds-long smoke run.
+nothing. At batch 1 a second ideal ratio counts the MACs the fast path
+computes (`AdaViTFastPath.computed_macs`: the kept tokens padded to their
+bucket's capacity, the heads to their head bucket's, every head with one
+head bucket), and `of_computed_ideal` is the measured ratio over it. An
+imposed keep rate of 0 measures what deciding alone costs. The results go
+to `--output` as JSON; `--small` is a seconds-long smoke run.
 
 `--paper-scale` times the paper's backbones instead: DeiT-S (224 px, patch
 16, width 384, 12 blocks, 6 heads, MLP 1536) and T2T-ViT-19, untrained (the
@@ -276,17 +280,31 @@ def _case(fast, adavit, ms, policy, batch, decisions, **identity):
     case["speedup"] = case["full_ms"] / case["fast_ms"]
     case["mac_ratio"] = case["full_macs"] / case["fast_macs"]
     _add_bounds(case, ms["ungated"], fast.fixed_macs())
+    if batch == 1:  # a batch of one computes at its own bucket capacities
+        computed = float(fast.computed_macs(decisions).mean())
+        case["computed_macs"] = computed
+        case["computed_ideal_speedup"] = _ideal_speedup(case, computed, fast.fixed_macs())
+        case["of_computed_ideal"] = case["speedup"] / case["computed_ideal_speedup"]
     return case
 
 
 def _add_bounds(case, ungated_ms, fixed_macs):
     """The ceiling and the ideal latency ratio of a case (see the module docstring)."""
-    gated_share = (case["fast_macs"] - fixed_macs) / (case["full_macs"] - fixed_macs)
-    gated_ms = case["full_ms"] - ungated_ms
     case["ungated_ms"] = ungated_ms
-    case["gated_mac_share"] = gated_share
+    case["gated_mac_share"] = _gated_share(case, case["fast_macs"], fixed_macs)
     case["ceiling_speedup"] = case["full_ms"] / ungated_ms
-    case["ideal_speedup"] = case["full_ms"] / (ungated_ms + gated_share * gated_ms)
+    case["ideal_speedup"] = _ideal_speedup(case, case["fast_macs"], fixed_macs)
+
+
+def _gated_share(case, macs, fixed_macs):
+    """The share of the gated blocks' MACs that `macs` per example keeps."""
+    return (macs - fixed_macs) / (case["full_macs"] - fixed_macs)
+
+
+def _ideal_speedup(case, macs, fixed_macs):
+    """Full / fast path if the gated blocks took time in proportion to `macs` per example."""
+    gated_ms = case["full_ms"] - case["ungated_ms"]
+    return case["full_ms"] / (case["ungated_ms"] + _gated_share(case, macs, fixed_macs) * gated_ms)
 
 
 def _fast_predictor(fast, decisions, batch):
@@ -313,7 +331,8 @@ def _print_case(case):
         f"{case['policy']:>20}: {accuracy}{case['full_ms']:.2f} / "
         f"{case['fast_ms']:.2f} ms = {case['speedup']:.2f}x faster, "
         f"MACs {case['mac_ratio']:.2f}x fewer; ideal {case['ideal_speedup']:.2f}x, "
-        f"ceiling {case['ceiling_speedup']:.2f}x",
+        f"ceiling {case['ceiling_speedup']:.2f}x"
+        + (f"; {case['of_computed_ideal']:.0%} of computed ideal" if case["batch"] == 1 else ""),
         flush=True,
     )
 

@@ -112,5 +112,12 @@ def test_paper_scale_smoke_run_writes_each_case_and_resumes(tmp_path, load_bench
     for case in cases:
         np.testing.assert_allclose(case["speedup"], case["full_ms"] / case["fast_ms"])
         assert case["mac_ratio"] > 1 and case["ideal_speedup"] > 0
+        if case["batch"] == 1:  # the computed MACs are at least the kept ones
+            assert case["computed_macs"] >= case["fast_macs"]
+            assert case["computed_ideal_speedup"] <= case["ideal_speedup"]
+            ratio = case["speedup"] / case["computed_ideal_speedup"]
+            np.testing.assert_allclose(case["of_computed_ideal"], ratio)
+        else:
+            assert "computed_macs" not in case
     benchmark.main(["--paper-scale", "--small", "--resume", "--output", str(output)])
     assert json.loads(output.read_text())["results"]["cases"] == cases  # nothing measured again

@@ -289,6 +289,24 @@ def test_macs_by_hand():
     )
 
 
+def test_computed_macs_pad_to_the_bucket_capacities_by_hand():
+    # As above; token capacities 3 and 5, head capacities 1 and 2 (or 2 alone).
+    model = _model(depth=2, gate_first_block=False)
+    decisions = {
+        "patches": np.array([[[True, False, False, False]]]),  # 2 tokens, computed as 3
+        "heads": np.array([[[False, True]]]),
+        "attention": np.array([[True]]),
+        "mlp": np.array([[True]]),
+    }
+    base = 536 + 2960 + 64  # outside the gated block, the first block, the gates
+    # One head on 2 tokens: 2 * 8 * 8 + 4 * 8; the MLP on 2 tokens 2 * 2 * 8 * 16.
+    np.testing.assert_array_equal(_fast(model).macs(decisions), [base + 256 + 32 + 512])
+    # On 3 tokens: 384 + 72 and 768; with one head bucket both heads run.
+    np.testing.assert_array_equal(_fast(model).computed_macs(decisions), [base + 456 + 768])
+    every_head = _fast(model, head_buckets=1).computed_macs(decisions)
+    np.testing.assert_array_equal(every_head, [base + 2 * 456 + 768])
+
+
 @pytest.mark.parametrize("gate_first_block", [True, False])
 def test_usage_loss_by_hand(gate_first_block):
     model = _model(target_usage=(0.3, 0.5, 0.5), gate_first_block=gate_first_block)

@@ -288,11 +288,34 @@ class AdaViTFastPath(keras.Model):
         Returns:
             `(batch,)` int64.
         """
-        kept = 1 + np.sum(decisions["patches"], axis=-1)  # (batch, gated_blocks)
-        heads = np.sum(decisions["heads"], axis=-1)  # (batch, gated_blocks)
-        total = np.full(kept.shape[0], self.fixed_macs(), "int64")
+        kept, heads = _kept_counts(decisions)
+        return self._count_macs(kept, heads, decisions)
+
+    def computed_macs(self, decisions: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Multiply-accumulates the fast path computes for each example in a batch of one.
+
+        As `macs`, but on the tokens and heads that the example's branch
+        computes: its kept tokens padded to the capacity of their token
+        bucket, and the capacity of its kept heads' head bucket (every head
+        with `head_buckets=1`). In a larger batch a group computes at the
+        capacities of the union of its examples, at least these.
+
+        Args:
+            decisions: dict as returned by `AdaViT.decide`.
+
+        Returns:
+            `(batch,)` int64.
+        """
+        kept, heads = _kept_counts(decisions)
+        tokens = np.asarray(self.token_capacities)[np.searchsorted(self.token_capacities, kept)]
+        bucket = np.searchsorted(self.head_capacities, np.maximum(heads, 1))
+        return self._count_macs(tokens, np.asarray(self.head_capacities)[bucket], decisions)
+
+    def _count_macs(self, tokens, heads, decisions):
+        """MACs of each example on `tokens` and `heads` `(batch, gated_blocks)` where on."""
+        total = np.full(tokens.shape[0], self.fixed_macs(), "int64")
         for index, (attention, mlp) in enumerate(self._block_macs):  # (L + 1,) each
-            n = kept[:, index]
+            n = tokens[:, index]
             per_head = attention[n] // self.model.num_heads
             total += per_head * heads[:, index] * decisions["attention"][:, index]
             total += mlp[n] * decisions["mlp"][:, index]
@@ -498,6 +521,12 @@ def _off_outside(gate, real):
     """Decisions forced off for the padding examples."""
     real = ops.cast(real, gate.dtype)
     return gate * ops.reshape(real, (-1,) + (1,) * (len(gate.shape) - 1))
+
+
+def _kept_counts(decisions):
+    """Kept tokens (class token included) and kept heads, each `(batch, gated_blocks)`."""
+    kept = 1 + np.sum(decisions["patches"], axis=-1)  # (batch, gated_blocks)
+    return kept, np.sum(decisions["heads"], axis=-1)  # (batch, gated_blocks)
 
 
 def _capacities(total, buckets):
