@@ -196,3 +196,14 @@ def test_attention_speed_targets_take_the_median_over_the_runs_of_the_record_com
     assert "| JAX causal / torch SDPA at 4,096 (≤ 2) | 3.00 | 3.00 | 3.00 | 3.00 | **no** |" in rows
     lowest = "| lowest causal / LogSparse from 1,024, any backend (≥ 1) |"
     assert f"{lowest} 9.00 | 8.00 | 9.00 | 9.00 | yes |" in rows
+    # A second machine's runs of the same commit: their own table, not the record's.
+    (folder / "attention_speed_second_machine_run1.json").write_text(run("new", 25.0))
+    (folder / "attention_speed_second_machine_run2.json").write_text(run("new", 21.0))
+    assert TABLES["attention-speed-targets"](docs_tables.Results(tmp_path)).splitlines() == rows
+    second = TABLES["attention-speed-targets-second-machine"](docs_tables.Results(tmp_path))
+    second = second.splitlines()
+    assert second[0] == (
+        "| target | `attention_speed_second_machine_run1` "
+        "| `attention_speed_second_machine_run2` | median | met |"
+    )
+    assert "| torch causal / LogSparse at 8,192 (≥ 10) | 25.00 | 21.00 | 23.00 | yes |" in second

@@ -853,13 +853,28 @@ def _attention_speed_value(data, backend, length, key):
     return next(row[key] for row in rows if row["backend"] == backend and row["length"] == length)
 
 
+# The runs of `attention_speed.py` on a second machine, kept apart from the runs of record.
+SECOND_MACHINE = "benchmarks/attention_speed_second_machine"
+
+
 def attention_speed_targets(results):
     """Each CPU target's ratio in every run of the run of record's commit, and their median."""
-    commit = results("benchmarks/attention_speed")["meta"]["commit"]
+    return _attention_speed_targets(results, "benchmarks/attention_speed", SECOND_MACHINE)
+
+
+def attention_speed_targets_second_machine(results):
+    """The same for the runs of the second machine (the commit of its first run)."""
+    return _attention_speed_targets(results, f"{SECOND_MACHINE}_run1", None)
+
+
+def _attention_speed_targets(results, record, excluded):
+    commit = results(record)["meta"]["commit"]
+    prefix = record.removesuffix("_run1")
     stems = [
         stem
         for stem in results.stems()
-        if stem.startswith("benchmarks/attention_speed")
+        if stem.startswith(prefix)
+        and not (excluded and stem.startswith(excluded))
         and results(stem)["meta"]["commit"] == commit
     ]
     header = ["target", *(f"`{stem.split('/')[-1]}`" for stem in stems), "median", "met"]
@@ -1299,6 +1314,7 @@ TABLES = {
     "gpu-check-latencies": gpu_check_latencies,
     "attention-speed-jax-over-tensorflow": attention_speed_jax_over_tensorflow,
     "attention-speed-targets": attention_speed_targets,
+    "attention-speed-targets-second-machine": attention_speed_targets_second_machine,
     "bsarec-training-benchmark": bsarec_training_benchmark,
     "bsarec-training-speedup": bsarec_training_speedup,
     "logsparse-benchmark-jax": logsparse_benchmark("jax"),
