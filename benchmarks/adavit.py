@@ -309,11 +309,9 @@ def _ideal_speedup(case, macs, fixed_macs):
 
 def _fast_predictor(fast, decisions, batch):
     """The fast path's compiled call on one batch, with the first `batch` imposed decisions."""
-    compiled = fast.compiled_function(fixed_decisions=decisions is not None)
     if decisions is None:
-        return compiled
-    fixed = {key: value[:batch].astype("float32") for key, value in decisions.items()}
-    return lambda images: compiled(images, fixed)
+        return fast.predictor()
+    return fast.predictor({key: value[:batch] for key, value in decisions.items()})
 
 
 def _accuracy(probabilities, labels):

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from keras_attn.utils import finish_run
+from keras_attn.utils import results as results_module
 from keras_attn.utils.results import SMOKE_TEST_NOTICE, write_atomically
 
 
@@ -19,6 +20,7 @@ def test_finish_run_writes_meta_and_says_where(tmp_path, capsys):
     assert data["meta"]["setting"] == "full"
     assert data["meta"]["wall_time_s"] >= 2.0
     assert len(data["meta"]["load_average"]) == 3
+    assert data["meta"]["processor"] == results_module.processor_name()
     out = capsys.readouterr().out
     assert f"Wrote {paths['json']}" in out
     assert SMOKE_TEST_NOTICE not in out
@@ -49,8 +51,6 @@ def test_committed_results_name_no_absolute_path():
 
 
 def test_write_benchmark_reads_meta_before_the_file_exists(tmp_path, monkeypatch, capsys):
-    from keras_attn.utils import results as results_module
-
     path = tmp_path / "nested" / "bench.json"
     seen = []
 
@@ -145,8 +145,6 @@ results.finish_run(out, "demo", {"run": "B"}, figure, started_at=time.time(), se
 
 def test_a_run_keeps_results_another_run_renamed_into_place_after_it_started(tmp_path, capsys):
     """Run B writes its JSON before this run starts and renames it into place after: B's stay."""
-    import keras_attn.utils.results as results_module
-
     other = subprocess.Popen(
         [sys.executable, "-c", OTHER_RUN, results_module.__file__, str(tmp_path)]
     )

@@ -154,9 +154,9 @@ def run_seed(seed, gammas, setting, data, examples, options):
             }
         )
         learned = chosen["learned"]
-        predictors[f"{gamma} learned"] = fast.compiled_function()
-        fixed = {key: value[:LATENCY_BATCH].astype("float32") for key, value in random.items()}
-        predictors[f"{gamma} random"] = _with_decisions(fast.compiled_function(True), fixed)
+        predictors[f"{gamma} learned"] = fast.predictor()
+        fixed = {key: value[:LATENCY_BATCH] for key, value in random.items()}
+        predictors[f"{gamma} random"] = fast.predictor(fixed)
         if seed == 0:
             examples[gamma] = learned.decisions["patches"][:6]
     latency = batch_latency_ms(predictors, x_test, LATENCY_BATCH, setting["latency_rounds"])
@@ -195,10 +195,6 @@ def _policy_entry(model, result, labels):
         "macs": float(result.macs.mean()),
         "usage": model.usage(result.decisions),
     }
-
-
-def _with_decisions(compiled, decisions):
-    return lambda images: compiled(images, decisions)
 
 
 def summarize(runs):

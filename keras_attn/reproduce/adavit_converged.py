@@ -698,10 +698,8 @@ def _predictors(done, models, batch):
             fast = model.fast_path()
             usage = policy["learned"]["usage"]
             random = model.random_decisions(batch, usage, seed=result["seed"])
-            fixed = {key: value.astype("float32") for key, value in random.items()}
-            compiled = fast.compiled_function(True)
-            predictors[f"{name} learned{suffix}"] = fast.compiled_function()
-            predictors[f"{name} random{suffix}"] = adavit._with_decisions(compiled, fixed)
+            predictors[f"{name} learned{suffix}"] = fast.predictor()
+            predictors[f"{name} random{suffix}"] = fast.predictor(random)
     return predictors
 
 
@@ -767,9 +765,9 @@ def _claims(accuracies, full_accuracy):
     the tempered random policy, the dense ViT and the full backbone.
     """
     differences = {}
-    for learned in ("learned", "learned_tempered"):
+    for learned, random in (("learned", "random"), ("learned_tempered", "random_tempered")):
         others = {
-            "random": accuracies[learned.replace("learned", "random")],
+            "random": accuracies[random],
             "dense": accuracies["dense"],
             "full": [full_accuracy] * len(accuracies["dense"]),
         }

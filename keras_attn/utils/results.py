@@ -44,7 +44,8 @@ def run_metadata(
     Returns:
         dict with the command line, the git commit (with `"+changes"` when
         the work tree differs from it), the wall time in seconds, the load
-        average at the end of the run, the CPU count, the date and the setting.
+        average at the end of the run, the CPU count and model, the date and
+        the setting.
     """
     if setting not in ("fast", "full", "benchmark"):
         raise ValueError(
@@ -57,9 +58,19 @@ def run_metadata(
         "load_average": [round(value, 2) for value in os.getloadavg()],
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
+        "processor": processor_name(),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "setting": setting,
     }
+
+
+def processor_name() -> str:
+    """The CPU's model name (Linux: `/proc/cpuinfo`), else what `platform` knows."""
+    with contextlib.suppress(OSError):
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
 
 
 def _command_line():

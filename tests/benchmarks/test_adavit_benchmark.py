@@ -33,7 +33,7 @@ def test_small_run_writes_every_case_and_the_docs_table(tmp_path, load_benchmark
         assert 0 < case["gated_mac_share"] < 1
         change = 100 * (case["fast_accuracy"] - case["full_accuracy"])
         np.testing.assert_allclose(case["accuracy_change_points"], change)
-        assert set(case["usage"]) == {"patches", "heads", "attention", "mlp"}
+        assert set(case["usage"]) == {"patches", "heads", "attention", "mlp", "tokens"}
         if case["keep_rate"] is not None:  # 24 or 25 of 49 patches, 98 of 196
             assert case["usage"]["patches"] == pytest.approx(0.5, abs=0.01)
             assert case["keep_rate"] == 0.5 and case["usage"]["heads"] == 0.5

@@ -414,6 +414,23 @@ def test_compiled_function_is_cached_and_gives_what_run_gives(shared):
         np.testing.assert_array_equal(used[key], value)
 
 
+@needs_xla
+def test_predictor_binds_the_decisions_of_one_batch(shared):
+    model, fast = shared
+    images = _images(BATCH)
+    decisions = model.random_decisions(BATCH, 0.5, seed=1)
+    outputs, used = fast.predictor(decisions)(images)
+    np.testing.assert_allclose(outputs, _numpy(model(images, decisions=decisions)), atol=1e-5)
+    for key, value in decisions.items():
+        np.testing.assert_array_equal(used[key], value)
+    learned, _ = fast.predictor()(images)
+    np.testing.assert_allclose(learned, fast.run(images).outputs, atol=1e-6)
+    with pytest.raises(ValueError, match="Received: images with 3 rows"):
+        fast.predictor(decisions)(images[:3])
+    with pytest.raises(ValueError, match=r"Received: decisions without \['mlp'\]"):
+        fast.predictor({key: decisions[key] for key in ("patches", "heads", "attention")})
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="Received: target_usage=0"):
         AdaViT(_vit(), target_usage=0)

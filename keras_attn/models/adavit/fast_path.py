@@ -275,6 +275,46 @@ class AdaViTFastPath(keras.Model):
             )
         return self._compiled[fixed_decisions]
 
+    def predictor(
+        self, decisions: Mapping[str, np.ndarray] | None = None
+    ) -> Callable[[np.ndarray], tuple[np.ndarray, dict[str, np.ndarray]]]:
+        """The compiled call on one batch of images, with `decisions` bound.
+
+        For timing or serving a fixed policy: every call imposes the same
+        decisions, one row per image, so the batch must have as many images
+        as `decisions` has rows.
+
+        Args:
+            decisions: optional fixed decisions in the layout of
+                `AdaViT.decide`; `None` lets the gates decide (any batch
+                size).
+
+        Returns:
+            A function `fn(images)` returning `(outputs, decisions)` as numpy
+            arrays (see `compiled_function`).
+        """
+        if decisions is None:
+            return self.compiled_function()
+        missing = [key for key in DECISION_KEYS if key not in decisions]
+        if missing:
+            raise ValueError(
+                f"`decisions` must have the keys {DECISION_KEYS}. Received: decisions "
+                f"without {missing}"
+            )
+        compiled = self.compiled_function(fixed_decisions=True)
+        fixed = {key: np.asarray(decisions[key], "float32") for key in DECISION_KEYS}
+        rows = len(fixed["patches"])
+
+        def predict(images):
+            if len(images) != rows:
+                raise ValueError(
+                    f"The bound decisions have {rows} rows; `images` must have as many. "
+                    f"Received: images with {len(images)} rows"
+                )
+            return compiled(images, fixed)
+
+        return predict
+
     def macs(self, decisions: Mapping[str, np.ndarray]) -> np.ndarray:
         """Multiply-accumulates of each example under `decisions`.
 
