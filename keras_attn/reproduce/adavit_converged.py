@@ -516,7 +516,7 @@ def train_adavit(spec, config, state, backbone, data):
         patience=config["patience"],
         targets=targets,
         evaluate=lambda model, x, y: usage_record(model, x, tempered),
-        at_target=lambda entry: usage_at_target(entry["usage"], gamma, config["usage_tolerance"]),
+        at_target=lambda entry: model.usage_at_target(entry["usage"], config["usage_tolerance"]),
     )
     compile_for_evaluation(model)
     model.save(state / f"{run_name(spec)}.keras")
@@ -553,13 +553,6 @@ def usage_record(model, x, tempered):
         "usage_loss": model.usage_loss(decisions),
         "usage_tempered": tempered.usage(tempered.decide(x)),
     }
-
-
-def usage_at_target(usage, gamma, tolerance):
-    """Whether the official token, head and block usage are each within `tolerance` of γ."""
-    blocks = (usage["attention"] + usage["mlp"]) / 2
-    official = (usage["tokens"], usage["heads"], blocks)
-    return all(abs(value - gamma) <= tolerance for value in official)
 
 
 def _compiled_vit(data, sizes, learning_rate):

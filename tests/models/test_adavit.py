@@ -431,6 +431,20 @@ def test_predictor_binds_the_decisions_of_one_batch(shared):
         fast.predictor({key: decisions[key] for key in ("patches", "heads", "attention")})
 
 
+def test_usage_is_at_target_when_every_official_usage_is_within_the_tolerance_of_its_own():
+    usage = {"tokens": 0.52, "heads": 0.46, "attention": 0.5, "mlp": 0.58}
+    model = AdaViT(_vit(), target_usage=0.5)
+    assert model.usage_at_target(usage)
+    assert not model.usage_at_target({**usage, "mlp": 0.7})  # blocks 0.6
+    assert not model.usage_at_target(usage, tolerance=0.03)  # heads 0.04 off
+    assert model.usage_at_target({**usage, "attention": 1.0, "mlp": 0.0})  # blocks 0.5
+    separate = AdaViT(_vit(), target_usage=(0.5, 0.3, 0.7))  # patches, heads, blocks
+    assert separate.usage_at_target({"tokens": 0.5, "heads": 0.3, "attention": 0.9, "mlp": 0.5})
+    assert not separate.usage_at_target(usage)
+    with pytest.raises(ValueError, match="Received: tolerance=-0.1"):
+        model.usage_at_target(usage, tolerance=-0.1)
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="Received: target_usage=0"):
         AdaViT(_vit(), target_usage=0)

@@ -126,12 +126,6 @@ def test_the_dense_vit_has_the_macs_of_the_adavit_within_ten_percent():
         adavit_converged.equal_macs_sizes(1.0, (28, 28), num_layers=2)
 
 
-def test_usage_is_at_target_when_every_official_usage_is_within_the_tolerance():
-    usage = {"tokens": 0.52, "heads": 0.46, "attention": 0.5, "mlp": 0.58}
-    assert adavit_converged.usage_at_target(usage, 0.5, 0.05)
-    assert not adavit_converged.usage_at_target({**usage, "mlp": 0.7}, 0.5, 0.05)
-
-
 def test_the_tempered_copy_has_the_weights_and_keeps_fewer_patches():
     data = _data()
     model, _ = _adavit(data)

@@ -8,6 +8,7 @@ from keras_attn.models.adavit.decisions import DECISION_KEYS
 from keras_attn.models.adavit.fast_path import AdaViTFastPath, FastPathResult, xla_function
 from keras_attn.models.adavit.model import FORMER_BEHAVIOUR, AdaViT
 from keras_attn.models.adavit.training import finetune_adavit, finetune_vit, pretrain_vit
+from keras_attn.models.adavit.usage_target_early_stopping import UsageTargetEarlyStopping
 
 __all__ = [
     "DECISION_KEYS",
@@ -15,6 +16,7 @@ __all__ = [
     "AdaViT",
     "AdaViTFastPath",
     "FastPathResult",
+    "UsageTargetEarlyStopping",
     "finetune_adavit",
     "finetune_vit",
     "pretrain_vit",

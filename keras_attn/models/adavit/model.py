@@ -386,6 +386,37 @@ class AdaViT(keras.Model):
         }  # each a list of (batch, ...) per gated block
         return float(ops.convert_to_numpy(self._usage_loss(used)))
 
+    def usage_at_target(self, usage: Mapping[str, float], tolerance: float = 0.05) -> bool:
+        """Whether the official token, head and block usage are each within `tolerance` of target.
+
+        The official statistics of `usage` (a dict from `usage`): `"tokens"`
+        against the patch target, `"heads"` against the head target, and the
+        block usage, the mean of `"attention"` and `"mlp"`, against the
+        block target.
+
+        Args:
+            usage: dict as returned by `usage`.
+            tolerance: float >= 0.
+
+        Returns:
+            bool.
+
+        Example:
+
+        >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=32, num_layers=3)
+        >>> model = AdaViT(vit, target_usage=0.5)
+        >>> usage = {"tokens": 0.53, "heads": 0.5, "attention": 1.0, "mlp": 0.0}
+        >>> model.usage_at_target(usage), model.usage_at_target(usage, tolerance=0.01)
+        (True, False)
+        """
+        tolerance = check_float("tolerance", tolerance, low=0.0)
+        blocks = (usage["attention"] + usage["mlp"]) / 2
+        official = (usage["tokens"], usage["heads"], blocks)
+        return all(
+            abs(value - target) <= tolerance
+            for value, target in zip(official, self.target_usage, strict=True)
+        )
+
     def random_decisions(
         self, batch: int, usage: float | Mapping[str, float], seed: int | None = None
     ) -> dict[str, np.ndarray]:

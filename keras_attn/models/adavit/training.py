@@ -69,6 +69,7 @@ def finetune_adavit(
     gate_learning_rate_scale: float | Sequence[float] = 1.0,
     distillation_weight: float = 0.0,
     distillation_temperature: float = 5.0,
+    callbacks: Sequence[keras.callbacks.Callback] = (),
     **adavit: Any,
 ) -> AdaViT:
     """An `AdaViT` on a copy of `vit`, gates and backbone fine-tuned at a usage target.
@@ -111,6 +112,8 @@ def finetune_adavit(
             `TeacherLoss` default is 0.5).
         distillation_temperature: float > 0, the distillation's τ (5, the
             official `TeacherLoss` default).
+        callbacks: Keras callbacks of the training, such as a
+            `UsageTargetEarlyStopping`.
         **adavit: further `AdaViT` arguments, such as `gate_bias`.
 
     Returns:
@@ -140,7 +143,8 @@ def finetune_adavit(
         distillation_temperature=distillation_temperature,
         **adavit,
     )
-    model.fit(x, targets, epochs=epochs, batch_size=batch_size, verbose=0)
+    callbacks = list(callbacks)
+    model.fit(x, targets, epochs=epochs, batch_size=batch_size, callbacks=callbacks, verbose=0)
     if targets is not y:  # the teacher's outputs were a training target only
         compile_for_evaluation(model)
     return model
