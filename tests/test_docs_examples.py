@@ -4,6 +4,7 @@ import pathlib
 import re
 
 import keras
+import numpy as np
 import pytest
 
 from keras_attn.testing.arrays import assert_allclose
@@ -87,3 +88,30 @@ def test_the_keras_hub_recipe_of_the_ffn_memories_page_runs():
     ]
     assert [table.shape for table in analysis.trigger_scores] == [(16, 3)] * 2
     assert analysis.num_positions == 4 * 7
+
+
+@pytest.mark.slow  # two trainings and two compilations of the fast path: three minutes
+@pytest.mark.backend_agnostic
+def test_the_adavit_recipe_runs_at_a_small_size(monkeypatch, capsys):
+    if keras.backend.backend() == "torch":
+        pytest.skip("finetune_adavit compiles with XLA")
+    monkeypatch.setenv("KERAS_ATTN_SMALL", "1")
+    keras.utils.set_random_seed(0)
+    namespace = _run(
+        _section_code(DOCS / "adavit.md", "## Recipe: AdaViT on your own ViT"), "adavit"
+    )
+    model, tempered, stopping = namespace["model"], namespace["tempered"], namespace["stopping"]
+    assert len(namespace["vit"].history.history["val_accuracy"]) == 2
+    history = model.history.history
+    assert len(history["val_usage_tokens"]) == len(history["val_at_target"]) == 2
+    assert tempered.tempered_inference and not model.tempered_inference
+    for mine, theirs in zip(tempered.get_weights(), model.get_weights(), strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+    learned, random = namespace["learned"], namespace["random"]
+    assert np.all(learned.macs <= namespace["fast"].full_macs())
+    assert model.usage(random.decisions)["patches"] == pytest.approx(
+        model.usage(learned.decisions)["patches"], abs=1 / 49
+    )
+    out = capsys.readouterr().out
+    assert "official {" in out and "tempered {" in out and "learned: accuracy" in out
+    assert stopping.best_epoch is None or stopping.best_epoch in (0, 1)
