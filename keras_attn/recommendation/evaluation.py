@@ -9,6 +9,7 @@ import numpy as np
 
 from keras_attn._typing import Tensor
 from keras_attn.recommendation.metrics import exclusion_mask, ranking_metrics, target_ranks
+from keras_attn.utils.best_epoch_stopping import BestEpochStopping
 
 
 def evaluate_full_ranking(
@@ -52,7 +53,7 @@ def _full_ranking(model, inputs, targets, seen, batch_size=1024):
     return np.concatenate(ranks), finite
 
 
-class RankingEarlyStopping(keras.callbacks.Callback):
+class RankingEarlyStopping(BestEpochStopping):
     """Stops training when a validation ranking metric stops improving.
 
     After each epoch it ranks all items for the validation queries. A score
@@ -94,22 +95,16 @@ class RankingEarlyStopping(keras.callbacks.Callback):
         ks: Sequence[int] = (5, 10, 20),
         verbose: bool = False,
     ):
-        super().__init__()
-        if not isinstance(patience, int) or patience < 1:
-            raise ValueError(
-                f"`patience` must be a positive integer. Received: patience={patience!r}"
-            )
+        super().__init__(patience)
         self.inputs, self.targets, self.seen = inputs, targets, seen
         self.monitor = monitor
-        self.patience = patience
         self.ks = ks
         self.verbose = verbose
 
     def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        super().on_train_begin(logs)
         self.history = []
-        self.best_epoch, self.best_score, self.best_weights = None, -np.inf, None
         self.non_finite_epochs = []
-        self.wait = 0
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         ranks, finite = _full_ranking(self.model, self.inputs, self.targets, self.seen)
@@ -126,15 +121,4 @@ class RankingEarlyStopping(keras.callbacks.Callback):
                 "diverged, and this epoch is never kept as the best one.",
                 stacklevel=2,
             )
-        elif metrics[self.monitor] > self.best_score:
-            self.best_epoch, self.best_score = epoch, metrics[self.monitor]
-            self.best_weights = self.model.get_weights()
-            self.wait = 0
-            return
-        self.wait += 1
-        if self.wait >= self.patience:
-            self.model.stop_training = True
-
-    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
-        if self.best_weights is not None:
-            self.model.set_weights(self.best_weights)
+        self.count_epoch(epoch, metrics[self.monitor] if finite else None)

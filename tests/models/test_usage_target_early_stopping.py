@@ -36,7 +36,7 @@ def test_logs_the_validation_usage_and_keeps_the_last_weights_when_never_at_targ
     model = _finetune(stopping, epochs=3)
     logs = model.history.history
     assert len(logs["loss"]) == 3  # no epoch counted: the budget ran out
-    assert stopping.best_epoch is None and stopping.best_accuracy is None
+    assert stopping.best_epoch is None and stopping.best_score == -np.inf
     usage = model.usage(model.decide(x_val))  # the last epoch's weights
     for name, value in usage.items():
         assert logs[f"val_usage_{name}"][-1] == pytest.approx(value)
@@ -58,7 +58,7 @@ def test_stops_after_patience_epochs_without_a_higher_accuracy_and_restores_the_
     model = _finetune(stopping, epochs=30, record=record)
     accuracies = model.history.history["val_accuracy"]
     best = int(np.argmax(accuracies))  # the first of the highest
-    assert stopping.best_epoch == best and stopping.best_accuracy == accuracies[best]
+    assert stopping.best_epoch == best and stopping.best_score == accuracies[best]
     assert len(accuracies) == best + 1 + 2 < 30  # stopped two epochs after the best
     for restored, kept in zip(model.get_weights(), weights[best], strict=True):
         np.testing.assert_array_equal(restored, kept)

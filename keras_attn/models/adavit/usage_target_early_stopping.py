@@ -2,13 +2,13 @@
 
 from typing import Any
 
-import keras
 import numpy as np
 
+from keras_attn.utils.best_epoch_stopping import BestEpochStopping
 from keras_attn.utils.validation import check_float, check_int
 
 
-class UsageTargetEarlyStopping(keras.callbacks.Callback):
+class UsageTargetEarlyStopping(BestEpochStopping):
     """Stops AdaViT fine-tuning once its accuracy at the usage target stops rising.
 
     After each epoch it runs the model's inference decisions
@@ -38,7 +38,8 @@ class UsageTargetEarlyStopping(keras.callbacks.Callback):
 
     Attributes:
         best_epoch: 0-based epoch of the best accuracy at target, or `None`.
-        best_accuracy: its validation accuracy, or `None`.
+        best_score: its validation accuracy, `-inf` until an epoch is at
+            target.
         wait: epochs at target since the best one.
 
     Example:
@@ -59,20 +60,15 @@ class UsageTargetEarlyStopping(keras.callbacks.Callback):
         tolerance: float = 0.05,
         batch_size: int = 256,
     ):
-        super().__init__()
+        super().__init__(patience)
         if len(x) != len(y) or len(x) == 0:
             raise ValueError(
                 "`x` and `y` must hold the same positive number of examples. "
                 f"Received: x with {len(x)} and y with {len(y)}"
             )
         self.x, self.y = x, np.asarray(y)
-        self.patience = check_int("patience", patience)
         self.tolerance = check_float("tolerance", tolerance, low=0.0)
         self.batch_size = check_int("batch_size", batch_size)
-
-    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
-        self.best_epoch, self.best_accuracy, self.best_weights = None, None, None
-        self.wait = 0
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         usage = self.model.usage(self._decisions())
@@ -83,19 +79,8 @@ class UsageTargetEarlyStopping(keras.callbacks.Callback):
             logs.update({f"val_usage_{name}": value for name, value in usage.items()})
             logs["val_usage_blocks"] = (usage["attention"] + usage["mlp"]) / 2
             logs["val_at_target"] = float(at_target)
-        if not at_target:
-            return
-        if self.best_accuracy is None or accuracy > self.best_accuracy:
-            self.best_epoch, self.best_accuracy, self.wait = epoch, accuracy, 0
-            self.best_weights = self.model.get_weights()
-            return
-        self.wait += 1
-        if self.wait >= self.patience:
-            self.model.stop_training = True
-
-    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
-        if self.best_weights is not None:
-            self.model.set_weights(self.best_weights)
+        if at_target:
+            self.count_epoch(epoch, accuracy)
 
     def _batches(self):
         return range(0, len(self.x), self.batch_size)
