@@ -76,3 +76,11 @@ def test_bad_arguments():
         UsageTargetEarlyStopping(x, y, batch_size=0)
     with pytest.raises(ValueError, match="Received: x with 4 and y with 3"):
         UsageTargetEarlyStopping(x, y[:3])
+    vit = build_vision_transformer((8, 8), 2, patch_size=4, hidden_dim=8, num_layers=2, num_heads=2)
+    vit.compile("sgd", "sparse_categorical_crossentropy")
+    before = [np.array(w) for w in vit.get_weights()]
+    stopping = UsageTargetEarlyStopping(x, y)
+    with pytest.raises(ValueError, match="Received: model of type Functional"):
+        vit.fit(x, y, epochs=1, verbose=0, callbacks=[stopping])
+    for after, kept in zip(vit.get_weights(), before, strict=True):
+        np.testing.assert_array_equal(after, kept)  # no step was taken

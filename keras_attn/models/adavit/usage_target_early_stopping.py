@@ -4,6 +4,7 @@ from typing import Any
 
 import numpy as np
 
+from keras_attn.models.adavit.model import AdaViT
 from keras_attn.utils.best_epoch_stopping import BestEpochStopping
 from keras_attn.utils.validation import check_float, check_int
 
@@ -25,8 +26,8 @@ class UsageTargetEarlyStopping(BestEpochStopping):
     the last epoch and `best_epoch` is `None`.
 
     The usage is that of the model's own inference rule (see
-    `tempered_inference`). The rule of the converged reproduction
-    (`keras-attn reproduce adavit-converged`, docs/adavit.md).
+    `tempered_inference`). This is the stopping rule of the converged
+    reproduction (`keras-attn reproduce adavit-converged`, docs/adavit.md).
 
     Args:
         x: numpy validation images.
@@ -70,6 +71,14 @@ class UsageTargetEarlyStopping(BestEpochStopping):
         self.tolerance = check_float("tolerance", tolerance, low=0.0)
         self.batch_size = check_int("batch_size", batch_size)
 
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        if not isinstance(self.model, AdaViT):
+            raise ValueError(
+                "UsageTargetEarlyStopping watches an AdaViT's usage. "
+                f"Received: model of type {type(self.model).__name__}"
+            )
+        super().on_train_begin(logs)
+
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         usage = self.model.usage(self._decisions())
         accuracy = self._accuracy()
@@ -82,12 +91,10 @@ class UsageTargetEarlyStopping(BestEpochStopping):
         if at_target:
             self.count_epoch(epoch, accuracy)
 
-    def _batches(self):
-        return range(0, len(self.x), self.batch_size)
-
     def _decisions(self):
         """`AdaViT.decide` on the validation images, batch by batch."""
-        parts = [self.model.decide(self.x[i : i + self.batch_size]) for i in self._batches()]
+        starts = range(0, len(self.x), self.batch_size)
+        parts = [self.model.decide(self.x[i : i + self.batch_size]) for i in starts]
         return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
     def _accuracy(self):
