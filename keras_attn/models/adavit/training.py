@@ -10,7 +10,7 @@ from keras import ops
 from keras_attn.models.adavit.model import AdaViT
 from keras_attn.models.vision_transformer import build_vision_transformer
 from keras_attn.utils.training import build_optimizer, scale_learning_rates
-from keras_attn.utils.validation import check_float, check_positive
+from keras_attn.utils.validation import check_bool, check_float, check_positive
 
 
 def pretrain_vit(
@@ -22,12 +22,14 @@ def pretrain_vit(
     seed: int = 0,
     batch_size: int = 128,
     learning_rate: float = 1e-3,
+    jit_compile: bool = True,
     **vit: Any,
 ) -> keras.Model:
     """A ViT classifier trained from scratch, the backbone to fine-tune as an `AdaViT`.
 
     Builds `build_vision_transformer(x.shape[1:], num_classes, **vit)` under
-    `seed` and trains it with Adam, sparse categorical cross-entropy and XLA.
+    `seed` and trains it with Adam and sparse categorical cross-entropy,
+    under XLA unless `jit_compile=False`.
 
     Args:
         x: numpy images, `(n, ...)` as the ViT's input.
@@ -37,6 +39,9 @@ def pretrain_vit(
         seed: int, seed of the weights and the data order.
         batch_size: int.
         learning_rate: float, Adam's learning rate.
+        jit_compile: bool, whether training compiles with XLA (with
+            `torch.compile` on torch, which takes minutes: pass `False`
+            there).
         **vit: arguments of `build_vision_transformer`, such as `patch_size`.
 
     Returns:
@@ -45,14 +50,16 @@ def pretrain_vit(
     Example:
 
     >>> x, y = np.zeros((4, 8, 8), "float32"), np.zeros(4, "int32")
-    >>> vit = pretrain_vit(x, y, 10, epochs=2, batch_size=2, hidden_dim=8, num_layers=1,
-    ...                    num_heads=2)
+    >>> vit = pretrain_vit(x, y, 10, epochs=2, batch_size=2, jit_compile=False, hidden_dim=8,
+    ...                    num_layers=1, num_heads=2)
     >>> vit.output.shape, int(vit.optimizer.iterations)  # 2 epochs of 2 batches
     ((None, 10), 4)
     """
+    jit_compile = check_bool("jit_compile", jit_compile)
     keras.utils.set_random_seed(seed)
     vit_model = build_vision_transformer(x.shape[1:], num_classes, **vit)
-    return _fit(vit_model, x, y, epochs, batch_size, keras.optimizers.Adam(learning_rate))
+    optimizer = keras.optimizers.Adam(learning_rate)
+    return _fit(vit_model, x, y, epochs, batch_size, optimizer, jit_compile)
 
 
 def finetune_adavit(
@@ -70,14 +77,15 @@ def finetune_adavit(
     distillation_weight: float = 0.0,
     distillation_temperature: float = 5.0,
     callbacks: Sequence[keras.callbacks.Callback] = (),
+    jit_compile: bool = True,
     **adavit: Any,
 ) -> AdaViT:
     """An `AdaViT` on a copy of `vit`, gates and backbone fine-tuned at a usage target.
 
     `vit` itself is left unchanged: the AdaViT wraps a clone with its
     weights. Trained with Adam (or `optimizer`, whose update step then
-    applies the gates' factors), sparse categorical cross-entropy plus the
-    usage loss, and XLA.
+    applies the gates' factors) and sparse categorical cross-entropy plus
+    the usage loss, under XLA unless `jit_compile=False`.
 
     Two options of the official training code (`ada_main.py`), off by
     default as there. `gate_learning_rate_scale` is its `--ada-lr-scaling`
@@ -114,10 +122,13 @@ def finetune_adavit(
             official `TeacherLoss` default).
         callbacks: Keras callbacks of the training, such as a
             `UsageTargetEarlyStopping`.
+        jit_compile: bool, whether training compiles with XLA (with
+            `torch.compile` on torch, which takes minutes: pass `False`
+            there).
         **adavit: further `AdaViT` arguments, such as `gate_bias`.
 
     Returns:
-        The fine-tuned `AdaViT`, compiled with `jit_compile=True`, sparse
+        The fine-tuned `AdaViT`, compiled with `jit_compile`, sparse
         categorical cross-entropy and accuracy.
 
     Example:
@@ -141,12 +152,13 @@ def finetune_adavit(
         gate_learning_rate_scale=gate_learning_rate_scale,
         distillation_weight=distillation_weight,
         distillation_temperature=distillation_temperature,
+        jit_compile=jit_compile,
         **adavit,
     )
     callbacks = list(callbacks)
     model.fit(x, targets, epochs=epochs, batch_size=batch_size, callbacks=callbacks, verbose=0)
     if targets is not y:  # the teacher's outputs were a training target only
-        compile_for_evaluation(model)
+        compile_for_evaluation(model, jit_compile)
     return model
 
 
@@ -163,6 +175,7 @@ def compiled_for_finetuning(
     gate_learning_rate_scale: float | Sequence[float] = 1.0,
     distillation_weight: float = 0.0,
     distillation_temperature: float = 5.0,
+    jit_compile: bool = True,
     **adavit: Any,
 ) -> tuple[AdaViT, np.ndarray]:
     """The `AdaViT` of `finetune_adavit`, compiled and its optimizer built, and its targets.
@@ -192,6 +205,7 @@ def compiled_for_finetuning(
     scales = _gate_scales(gate_learning_rate_scale)
     weight = check_float("distillation_weight", distillation_weight, low=0.0)
     temperature = check_positive("distillation_temperature", distillation_temperature)
+    jit_compile = check_bool("jit_compile", jit_compile)
     keras.utils.set_random_seed(seed)
     backbone = keras.models.clone_model(vit)
     backbone.set_weights(vit.get_weights())
@@ -204,27 +218,32 @@ def compiled_for_finetuning(
     ]
     optimizer = scale_learning_rates(optimizer or keras.optimizers.Adam(learning_rate), scaled)
     if weight == 0:
-        _compile(model, optimizer)
+        _compile(model, optimizer, jit_compile)
         return model, y
     teacher = vit.predict(x, batch_size=batch_size, verbose=0)  # (n, classes)
     targets = np.concatenate([y.reshape(-1, 1), teacher], axis=1).astype("float32")
-    _compile(model, optimizer, loss=_distillation_loss(weight, temperature), metrics=None)
+    loss = _distillation_loss(weight, temperature)
+    _compile(model, optimizer, jit_compile, loss=loss, metrics=None)
     return model, targets
 
 
-def compile_for_evaluation(model: keras.Model) -> keras.Model:
-    """Compiles a trained model again for labels: cross-entropy and accuracy, with XLA.
+def compile_for_evaluation(model: keras.Model, jit_compile: bool = True) -> keras.Model:
+    """Compiles a trained model again for labels: cross-entropy and accuracy.
 
     Its optimizer, and so its state, is kept.
 
     Args:
         model: a compiled `keras.Model` with a softmax output.
+        jit_compile: bool, whether it compiles with XLA.
 
     Returns:
         `model`, for chaining.
     """
     model.compile(
-        model.optimizer, "sparse_categorical_crossentropy", metrics=["accuracy"], jit_compile=True
+        model.optimizer,
+        "sparse_categorical_crossentropy",
+        metrics=["accuracy"],
+        jit_compile=jit_compile,
     )
     return model
 
@@ -238,6 +257,7 @@ def finetune_vit(
     seed: int = 0,
     batch_size: int = 128,
     learning_rate: float = 1e-3,
+    jit_compile: bool = True,
 ) -> keras.Model:
     """A copy of `vit` trained further, the full-model baseline of a fine-tuned `AdaViT`.
 
@@ -254,38 +274,44 @@ def finetune_vit(
         seed: int, seed of the data order.
         batch_size: int.
         learning_rate: float, Adam's learning rate.
+        jit_compile: bool, whether training compiles with XLA.
 
     Returns:
-        The trained copy, compiled with `jit_compile=True`.
+        The trained copy, compiled with `jit_compile`.
 
     Example:
 
     >>> x, y = np.zeros((4, 8, 8), "float32"), np.zeros(4, "int32")
     >>> vit = build_vision_transformer((8, 8), 10, hidden_dim=8, num_layers=2, num_heads=2)
     >>> before = vit.get_weights()
-    >>> full = finetune_vit(vit, x, y, epochs=2, batch_size=2)
+    >>> full = finetune_vit(vit, x, y, epochs=2, batch_size=2, jit_compile=False)
     >>> full is not vit, int(full.optimizer.iterations)  # 2 epochs of 2 batches
     (True, 4)
     >>> same = [np.array_equal(a, b) for a, b in zip(before, vit.get_weights())]
     >>> all(same), all(np.array_equal(a, b) for a, b in zip(before, full.get_weights()))
     (True, False)
     """
+    jit_compile = check_bool("jit_compile", jit_compile)
     keras.utils.set_random_seed(seed)
     copy = keras.models.clone_model(vit)
     copy.set_weights(vit.get_weights())
-    return _fit(copy, x, y, epochs, batch_size, keras.optimizers.Adam(learning_rate))
+    optimizer = keras.optimizers.Adam(learning_rate)
+    return _fit(copy, x, y, epochs, batch_size, optimizer, jit_compile)
 
 
-def _fit(model, x, y, epochs, batch_size, optimizer):
-    """Trains `model` with `optimizer` and XLA."""
-    _compile(model, optimizer)
+def _fit(model, x, y, epochs, batch_size, optimizer, jit_compile):
+    """Trains `model` with `optimizer`, under XLA if `jit_compile`."""
+    _compile(model, optimizer, jit_compile)
     model.fit(x, y, epochs=epochs, batch_size=batch_size, verbose=0)
     return model
 
 
-def _compile(model, optimizer, loss="sparse_categorical_crossentropy", metrics=("accuracy",)):
-    """Compiles `model` with `optimizer` and XLA, and builds the optimizer."""
-    model.compile(optimizer, loss, metrics=metrics and list(metrics), jit_compile=True)
+def _compile(
+    model, optimizer, jit_compile, loss="sparse_categorical_crossentropy", metrics=("accuracy",)
+):
+    """Compiles `model` with `optimizer`, under XLA if `jit_compile`, and builds the optimizer."""
+    metrics = metrics and list(metrics)
+    model.compile(optimizer, loss, metrics=metrics, jit_compile=jit_compile)
     return build_optimizer(model)
 
 

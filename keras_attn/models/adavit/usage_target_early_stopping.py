@@ -48,7 +48,8 @@ class UsageTargetEarlyStopping(BestEpochStopping):
     >>> vit = build_vision_transformer((8, 8), 10, hidden_dim=8, num_layers=2, num_heads=2)
     >>> x, y = np.zeros((8, 8, 8), "float32"), np.zeros(8, "int32")
     >>> stopping = UsageTargetEarlyStopping(x, y, patience=2, tolerance=1.0)
-    >>> model = finetune_adavit(vit, x, y, 0.5, epochs=5, batch_size=4, callbacks=[stopping])
+    >>> model = finetune_adavit(vit, x, y, 0.5, epochs=5, batch_size=4, callbacks=[stopping],
+    ...                         jit_compile=False)
     >>> stopping.best_epoch, stopping.wait  # all at target; the accuracy never rises again
     (0, 2)
     """
