@@ -505,7 +505,7 @@ def train_adavit(spec, config, state, backbone, data):
         distillation_weight=config["distillation_weight"],
         **adavit_options(config),
     )
-    tempered = tempered_copy(model)
+    tempered = model.with_inference_rule(tempered=True)
     training = train_epochs(
         model,
         data,
@@ -528,22 +528,10 @@ def train_adavit(spec, config, state, backbone, data):
     }
 
 
-def tempered_copy(model):
-    """A copy of the AdaViT `model` whose inference decisions are tempered.
-
-    The copy decides with `tempered_inference=True`: a patch is kept where
-    training without noise keeps it. Its weights are a copy of `model`'s.
-    """
-    copy = AdaViT.from_config({**model.get_config(), "tempered_inference": True})
-    copy.build(model.backbone.input.shape)
-    copy.set_weights(model.get_weights())
-    return copy
-
-
 def usage_record(model, x, tempered):
     """The usage and usage loss of `model`'s inference decisions on `x`.
 
-    Also the usage of the tempered inference decisions (`tempered_copy`),
+    Also the usage of the tempered inference decisions (`AdaViT.with_inference_rule`),
     whose weights are set to `model`'s first, as `"usage_tempered"`.
     """
     decisions = model.decide(x)
@@ -687,7 +675,7 @@ def _predictors(done, models, batch):
             continue
         policies = (("", models[name], result), ("_tempered", None, result["tempered"]))
         for suffix, model, policy in policies:
-            model = model or tempered_copy(models[name])
+            model = model or models[name].with_inference_rule(tempered=True)
             fast = model.fast_path()
             usage = policy["learned"]["usage"]
             random = model.random_decisions(batch, usage, seed=result["seed"])

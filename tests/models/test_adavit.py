@@ -476,3 +476,26 @@ def test_tempered_inference_keeps_the_patches_that_training_keeps_without_noise(
     assert all(gate.tempered_inference for gate in restored.patch_gates + restored.head_gates)
     with pytest.raises(ValueError, match="Received: tempered_inference=1"):
         AdaViT(_vit(), tempered_inference=1)
+
+
+def test_with_inference_rule_copies_the_weights_and_changes_only_the_rule():
+    official = _model()
+    x = _images()
+    before = official.decide(x)
+    tempered = official.with_inference_rule(tempered=True)
+    assert tempered is not official and tempered.tempered_inference
+    assert not official.tempered_inference  # left as it was
+    settings = [
+        {k: v for k, v in model.get_config().items() if k != "backbone"}  # new layer names
+        for model in (tempered, official)
+    ]
+    assert settings[0] == {**settings[1], "tempered_inference": True}
+    for copied, kept in zip(tempered.get_weights(), official.get_weights(), strict=True):
+        np.testing.assert_array_equal(copied, kept)
+    # The tempered rule keeps fewer patches (see the test above), with the same weights.
+    assert tempered.decide(x)["patches"].sum() < before["patches"].sum()
+    back = tempered.with_inference_rule(tempered=False).decide(x)
+    for key, value in before.items():
+        np.testing.assert_array_equal(back[key], value)
+    with pytest.raises(ValueError, match="Received: tempered='yes'"):
+        official.with_inference_rule("yes")

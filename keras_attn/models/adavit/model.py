@@ -469,6 +469,36 @@ class AdaViT(keras.Model):
             decisions[key][:, : 1 - self.first_gated] = True  # the first block has no such gate
         return decisions
 
+    def with_inference_rule(self, tempered: bool) -> "AdaViT":
+        """A copy of this model, its weights copied, that decides by the given rule.
+
+        The copy is an `AdaViT` of the same configuration except
+        `tempered_inference=tempered`; this model is left as it is. To
+        compare the official and the tempered inference of one trained
+        model, or to keep the rule whose usage is at the target.
+
+        Args:
+            tempered: bool, the copy's `tempered_inference`.
+
+        Returns:
+            A new, uncompiled `AdaViT` with this model's weights.
+
+        Example:
+
+        >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=32, num_layers=3)
+        >>> model = AdaViT(vit, target_usage=0.5)
+        >>> tempered = model.with_inference_rule(tempered=True)
+        >>> tempered.tempered_inference, model.tempered_inference
+        (True, False)
+        """
+        config = {**self.get_config(), "tempered_inference": check_bool("tempered", tempered)}
+        copy = AdaViT.from_config(config)
+        for model in (self, copy):  # the gates' weights exist once built
+            if not model.built:
+                model.build(self.backbone.input.shape)
+        copy.set_weights(self.get_weights())
+        return copy
+
     def fast_path(self, **kwargs: Any) -> AdaViTFastPath:
         """An `AdaViTFastPath` that skips the work the decisions leave out.
 
