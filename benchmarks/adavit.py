@@ -77,6 +77,7 @@ from keras_attn.models import (  # noqa: E402
 from keras_attn.models.adavit import DECISION_KEYS, xla_function  # noqa: E402
 from keras_attn.utils import batch_latency_ms, write_benchmark  # noqa: E402
 from keras_attn.utils.results import set_aside  # noqa: E402
+from keras_attn.utils.training import top1_accuracy  # noqa: E402
 
 PATCH_SIZES = (4, 2)  # 49 and 196 patches of a 28x28 image
 BATCHES = (1, 64)
@@ -233,7 +234,7 @@ def measure(patch_size, size, args, data):
     adavit = finetune_adavit(vit, x_train, y_train, args.gamma, finetune_epochs, seed=args.seed)
     fast = adavit.fast_path(**size["buckets"])
     ungated = _ungated_part(adavit)
-    full_accuracy = _accuracy(full.predict(x_test, batch_size=256, verbose=0), y_test)
+    full_accuracy = top1_accuracy(full.predict(x_test, batch_size=256, verbose=0), y_test)
     policies = {f"learned γ={args.gamma}": None}
     for rate in args.keep_rates:
         policies[f"imposed keep {rate}"] = adavit.random_decisions(len(x_test), rate, args.seed)
@@ -255,7 +256,7 @@ def measure(patch_size, size, args, data):
                 patch_size=patch_size,
                 keep_rate=None if policies[name] is None else float(name.split()[-1]),
                 full_accuracy=full_accuracy,
-                fast_accuracy=_accuracy(result.outputs, y_test),
+                fast_accuracy=top1_accuracy(result.outputs, y_test),
             )
             case["accuracy_change_points"] = 100 * (case["fast_accuracy"] - full_accuracy)
             _print_case(case)
@@ -312,10 +313,6 @@ def _fast_predictor(fast, decisions, batch):
     if decisions is None:
         return fast.predictor()
     return fast.predictor({key: value[:batch] for key, value in decisions.items()})
-
-
-def _accuracy(probabilities, labels):
-    return float(np.mean(np.argmax(probabilities, -1) == labels))
 
 
 def _print_case(case):

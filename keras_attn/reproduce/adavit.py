@@ -19,6 +19,7 @@ from keras_attn.models import finetune_adavit, finetune_vit, pretrain_vit
 from keras_attn.models.adavit import FORMER_BEHAVIOUR, xla_function
 from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
 from keras_attn.utils import batch_latency_ms
+from keras_attn.utils.training import top1_accuracy
 from keras_attn.utils.validation import float_option, int_option
 
 NAME = "adavit"
@@ -135,8 +136,12 @@ def run_seed(seed, gammas, setting, data, examples, options):
     full = finetune_vit(vit, x_train, y_train, epochs, seed=seed)
     record = {
         "seed": seed,
-        "pretrained_accuracy": _accuracy(vit.predict(x_test, batch_size=256, verbose=0), y_test),
-        "full": {"accuracy": _accuracy(full.predict(x_test, batch_size=256, verbose=0), y_test)},
+        "pretrained_accuracy": top1_accuracy(
+            vit.predict(x_test, batch_size=256, verbose=0), y_test
+        ),
+        "full": {
+            "accuracy": top1_accuracy(full.predict(x_test, batch_size=256, verbose=0), y_test)
+        },
         "adavit": [],
     }
     predictors = {"full": xla_function(full)}
@@ -191,7 +196,7 @@ def policy_results(model, x, y, seed):
 
 def _policy_entry(model, result, labels):
     return {
-        "accuracy": _accuracy(result.outputs, labels),
+        "accuracy": top1_accuracy(result.outputs, labels),
         "macs": float(result.macs.mean()),
         "usage": model.usage(result.decisions),
     }
@@ -219,10 +224,6 @@ def _policy_summary(entries):
     usages = [entry["usage"] for entry in entries]
     summary["usage"] = {key: float(np.mean([u[key] for u in usages])) for key in usages[0]}
     return summary
-
-
-def _accuracy(probabilities, labels):
-    return float(np.mean(np.argmax(probabilities, -1) == labels))
 
 
 def _figure(results, images, examples):

@@ -67,7 +67,7 @@ from keras_attn.reproduce._run import (
 from keras_attn.utils import batch_latency_ms
 from keras_attn.utils.results import write_atomically
 from keras_attn.utils.run_state import read_run_state, restore_run_state, save_run_state
-from keras_attn.utils.training import ordered_batches
+from keras_attn.utils.training import ordered_batches, top1_accuracy
 from keras_attn.utils.validation import float_option, int_option, output_folder
 
 NAME = "adavit-converged"
@@ -459,7 +459,7 @@ def _since(started):
 
 def accuracy(model, x, y):
     """Top-1 accuracy of `model`'s predictions on `(x, y)`."""
-    return adavit._accuracy(model.predict(x, batch_size=256, verbose=0), y)
+    return top1_accuracy(model.predict(x, batch_size=256, verbose=0), y)
 
 
 def dense_spec(seed, gamma):

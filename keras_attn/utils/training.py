@@ -257,6 +257,24 @@ def fit_with_test_curve(model, batches, evaluations, curve_test, test):
     }
 
 
+def top1_accuracy(probabilities: Tensor, labels: Tensor) -> float:
+    """The share of examples whose highest-scoring class is their label.
+
+    Args:
+        probabilities: `(n, classes)` scores, such as a softmax's output.
+        labels: integer labels `(n,)`.
+
+    Returns:
+        float in `[0, 1]`.
+
+    Example:
+
+    >>> top1_accuracy(np.array([[0.9, 0.1], [0.3, 0.7], [0.6, 0.4]]), np.array([0, 1, 1]))
+    0.6666666666666666
+    """
+    return float(np.mean(np.argmax(np.asarray(probabilities), -1) == np.asarray(labels)))
+
+
 def inference_function(model):
     """A function running `model` at inference, compiled once for repeated calls.
 

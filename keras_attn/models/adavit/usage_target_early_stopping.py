@@ -6,6 +6,7 @@ import numpy as np
 
 from keras_attn.models.adavit.model import AdaViT
 from keras_attn.utils.best_epoch_stopping import BestEpochStopping
+from keras_attn.utils.training import top1_accuracy
 from keras_attn.utils.validation import check_float, check_int
 
 
@@ -100,4 +101,4 @@ class UsageTargetEarlyStopping(BestEpochStopping):
 
     def _accuracy(self):
         probabilities = self.model.predict(self.x, batch_size=self.batch_size, verbose=0)
-        return float(np.mean(np.argmax(probabilities, -1) == self.y))
+        return top1_accuracy(probabilities, self.y)
