@@ -478,6 +478,15 @@ def test_tempered_inference_keeps_the_patches_that_training_keeps_without_noise(
         AdaViT(_vit(), tempered_inference=1)
 
 
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="The torch refusal.")
+def test_fast_path_on_torch_says_what_runs_instead():
+    model = _model()
+    fast = model.fast_path()
+    for call in (lambda: fast.run(_images()), fast.predictor, fast.compiled_function):
+        with pytest.raises(ValueError, match=r"`model\(images\)`.*Received: backend='torch'"):
+            call()
+
+
 def test_with_inference_rule_copies_the_weights_and_changes_only_the_rule():
     official = _model()
     x = _images()

@@ -268,7 +268,17 @@ class AdaViTFastPath(keras.Model):
             A function of numpy inputs returning `(outputs, decisions)` as
             numpy arrays (see `xla_function`); one compilation per batch
             size.
+
+        Raises:
+            ValueError: on the torch backend, which has no XLA.
         """
+        if keras.backend.backend() == "torch":
+            raise ValueError(
+                "The fast path runs compiled by XLA, on the tensorflow or jax backend; on "
+                "torch, eagerly, it would be slower than the full model. There the AdaViT "
+                "itself, `model(images)`, gives the same outputs (without skipping work). "
+                f"Received: backend={keras.backend.backend()!r}"
+            )
         if fixed_decisions not in self._compiled:
             self._compiled[fixed_decisions] = xla_function(
                 self, return_decisions=True, with_decisions=fixed_decisions
