@@ -9,6 +9,7 @@ from keras_attn.models import (
     build_vision_transformer,
     finetune_adavit,
 )
+from keras_attn.models.adavit import DECISION_KEYS
 from keras_attn.testing.adavit_reference import AdaViTNumpyReference
 
 pytestmark = pytest.mark.backend_agnostic
@@ -360,6 +361,37 @@ def test_recipe_lowers_usage_under_xla_saves_and_leaves_the_vit_unchanged(tmp_pa
     np.testing.assert_allclose(_numpy(reloaded(images)), _numpy(model(images)), atol=1e-6)
     for old, new in zip(before, vit.get_weights(), strict=True):
         np.testing.assert_array_equal(old, new)
+
+
+def test_random_decisions_like_match_each_block_and_so_the_macs():
+    model = _model(depth=4)  # 4 patch-gated blocks of 4 patches, 2 heads
+    batch = 200
+    # A concentrated policy: block 2 computes (every patch, both heads, both sub-layers),
+    # blocks 1 and 3 compute nothing, the first block keeps half its patches.
+    learned = model.random_decisions(batch, 1.0, seed=0)
+    learned["patches"][:, 0, 2:] = False
+    for key in DECISION_KEYS:
+        learned[key][:, [1, 3]] = False
+    like = model.random_decisions_like(learned, seed=1)
+    assert {k: v.shape for k, v in like.items()} == {k: v.shape for k, v in learned.items()}
+    for key in DECISION_KEYS:  # block by block, the same count kept over the batch
+        per_block = [d[key].reshape(batch, 4, -1).sum((0, 2)) for d in (like, learned)]
+        np.testing.assert_array_equal(*per_block)
+    # Half the first block's patches in every example, but not always the same ones.
+    np.testing.assert_array_equal(like["patches"][:, 0].sum(-1), 2)
+    assert like["patches"][:, 0, 2:].any()
+    # A share of the examples: 0.5 of them run block 2's MLP where half the batch did.
+    halved = {**learned, "mlp": learned["mlp"] & (np.arange(batch) % 2 == 0)[:, None]}
+    picked = model.random_decisions_like(halved, seed=2)["mlp"][:, 2]
+    assert picked.sum() == batch // 2 and not np.array_equal(picked, halved["mlp"][:, 2])
+    # Equal MACs; random decisions of the same mean usage compute far less.
+    fast = model.fast_path()
+    same_mean = model.random_decisions(batch, model.usage(learned), seed=1)
+    learned_macs = fast.macs(learned).mean()
+    assert fast.macs(like).mean() == pytest.approx(learned_macs, rel=0.02)
+    assert fast.macs(same_mean).mean() < 0.9 * learned_macs
+    with pytest.raises(ValueError, match="Received: decisions without"):
+        model.random_decisions_like({"patches": learned["patches"]})
 
 
 def test_random_decisions_keep_the_imposed_share_per_example():

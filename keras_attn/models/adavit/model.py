@@ -469,6 +469,56 @@ class AdaViT(keras.Model):
             decisions[key][:, : 1 - self.first_gated] = True  # the first block has no such gate
         return decisions
 
+    def random_decisions_like(
+        self, decisions: Mapping[str, np.ndarray], seed: int | None = None
+    ) -> dict[str, np.ndarray]:
+        """Random decisions with the keep rate of `decisions` in every block, per kind.
+
+        Where `random_decisions` matches the mean usage of each kind over
+        the blocks, this matches it block by block: in each gated block the
+        random patches and heads are kept at that block's rate, in equal
+        shares per example (as `random_decisions` does), and the attention
+        and MLP sub-layers run for that block's share of the examples,
+        picked at random. A learned policy that spends its tokens and heads
+        in a few blocks computes more than random decisions of its mean
+        usage; random decisions like it compute about as much, so the two
+        compare at about equal MACs.
+
+        Args:
+            decisions: dict as returned by `decide` (or `random_decisions`).
+            seed: optional int, seed of the positions and examples.
+
+        Returns:
+            dict of boolean arrays shaped as `decisions`.
+
+        Example:
+
+        >>> vit = build_vision_transformer((28, 28), 10, patch_size=7, hidden_dim=32, num_layers=3)
+        >>> model = AdaViT(vit)
+        >>> learned = model.random_decisions(4, 0.5, seed=0)
+        >>> learned["patches"][:, 1:] = False  # every patch after the first block dropped
+        >>> like = model.random_decisions_like(learned, seed=1)
+        >>> like["patches"].sum(axis=(0, 2))  # kept patches per block, as in `learned`
+        array([32,  0,  0])
+        """
+        missing = [key for key in DECISION_KEYS if key not in decisions]
+        if missing:
+            raise ValueError(
+                f"`decisions` must hold the kinds {DECISION_KEYS}. "
+                f"Received: decisions without {missing}"
+            )
+        rng = np.random.default_rng(seed)
+        like = {}
+        for key in DECISION_KEYS:
+            used = np.asarray(decisions[key], bool)  # (batch, blocks[, units])
+            blocks = []
+            for block in range(used.shape[1]):
+                rate = used[:, block].mean()
+                # Patches and heads: a share of each example's; sub-layers: of the examples.
+                blocks.append(random_keep(used[:, block].shape, rate, rng))
+            like[key] = np.stack(blocks, axis=1)  # (batch, blocks[, units])
+        return like
+
     def with_inference_rule(self, tempered: bool) -> "AdaViT":
         """A copy of this model, its weights copied, that decides by the given rule.
 
