@@ -392,6 +392,12 @@ def test_random_decisions_like_match_each_block_and_so_the_macs():
     assert fast.macs(same_mean).mean() < 0.9 * learned_macs
     with pytest.raises(ValueError, match="Received: decisions without"):
         model.random_decisions_like({"patches": learned["patches"]})
+    for wrong in (
+        {**learned, "heads": learned["heads"][:, :2]},
+        {k: v[:0] for k, v in like.items()},
+    ):
+        with pytest.raises(ValueError, match="Received: decisions of shapes"):
+            model.random_decisions_like(wrong)
 
 
 def test_random_decisions_keep_the_imposed_share_per_example():

@@ -12,6 +12,15 @@ DECISION_KEYS = ("patches", "heads", "attention", "mlp")
 """
 
 
+def check_decision_kinds(decisions):
+    """Raises a `ValueError` unless `decisions` has every key of `DECISION_KEYS`."""
+    missing = [key for key in DECISION_KEYS if key not in decisions]
+    if missing:
+        raise ValueError(
+            f"`decisions` must have the keys {DECISION_KEYS}. Received: decisions without {missing}"
+        )
+
+
 def fixed_gates(decisions, index, dtype):
     """The decisions of gated block `index`, as gate values of `dtype`."""
     return {key: ops.cast(decisions[key][:, index], dtype) for key in DECISION_KEYS}

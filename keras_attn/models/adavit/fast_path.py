@@ -20,7 +20,7 @@ from keras import ops
 
 from keras_attn._typing import Tensor
 from keras_attn.kernels import runtime
-from keras_attn.models.adavit.decisions import DECISION_KEYS
+from keras_attn.models.adavit.decisions import DECISION_KEYS, check_decision_kinds
 from keras_attn.models.macs import count_macs, layer_macs
 from keras_attn.utils.validation import check_int, check_optional_int
 
@@ -305,12 +305,7 @@ class AdaViTFastPath(keras.Model):
         """
         if decisions is None:
             return self.compiled_function()
-        missing = [key for key in DECISION_KEYS if key not in decisions]
-        if missing:
-            raise ValueError(
-                f"`decisions` must have the keys {DECISION_KEYS}. Received: decisions "
-                f"without {missing}"
-            )
+        check_decision_kinds(decisions)
         compiled = self.compiled_function(fixed_decisions=True)
         fixed = {key: np.asarray(decisions[key], "float32") for key in DECISION_KEYS}
         rows = len(fixed["patches"])

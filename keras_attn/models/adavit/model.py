@@ -17,7 +17,12 @@ from keras import ops
 
 from keras_attn._typing import Tensor
 from keras_attn.layers import GumbelSigmoidGate, TransformerBlock
-from keras_attn.models.adavit.decisions import DECISION_KEYS, fixed_gates, random_keep
+from keras_attn.models.adavit.decisions import (
+    DECISION_KEYS,
+    check_decision_kinds,
+    fixed_gates,
+    random_keep,
+)
 from keras_attn.models.adavit.fast_path import AdaViTFastPath
 from keras_attn.utils.validation import check_bool, check_float
 
@@ -456,14 +461,7 @@ class AdaViT(keras.Model):
                     f"{DECISION_KEYS}. Received: usage={usage!r}"
                 )
         rng = np.random.default_rng(seed)
-        gated = len(self.gated_blocks)
-        patches = self.stem.output.shape[1] - 1
-        shapes = {
-            "patches": (batch, gated, patches),
-            "heads": (batch, gated, self.num_heads),
-            "attention": (batch, gated),
-            "mlp": (batch, gated),
-        }
+        shapes = self._decision_shapes(batch)
         decisions = {key: random_keep(shapes[key], rates[key], rng) for key in DECISION_KEYS}
         for key in DECISION_KEYS[1:]:
             decisions[key][:, : 1 - self.first_gated] = True  # the first block has no such gate
@@ -501,11 +499,14 @@ class AdaViT(keras.Model):
         >>> like["patches"].sum(axis=(0, 2))  # kept patches per block, as in `learned`
         array([32,  0,  0])
         """
-        missing = [key for key in DECISION_KEYS if key not in decisions]
-        if missing:
+        check_decision_kinds(decisions)
+        batch = len(decisions["patches"])
+        expected = self._decision_shapes(max(batch, 1))
+        shapes = {key: np.shape(decisions[key]) for key in DECISION_KEYS}
+        if shapes != expected:
             raise ValueError(
-                f"`decisions` must hold the kinds {DECISION_KEYS}. "
-                f"Received: decisions without {missing}"
+                f"`decisions` must be shaped as `decide` gives them: {expected}. "
+                f"Received: decisions of shapes {shapes}"
             )
         rng = np.random.default_rng(seed)
         like = {}
@@ -518,6 +519,17 @@ class AdaViT(keras.Model):
                 blocks.append(random_keep(used[:, block].shape, rate, rng))
             like[key] = np.stack(blocks, axis=1)  # (batch, blocks[, units])
         return like
+
+    def _decision_shapes(self, batch):
+        """The shape of each kind of decision for `batch` images, as `decide` gives them."""
+        gated = len(self.gated_blocks)
+        patches = self.stem.output.shape[1] - 1
+        return {
+            "patches": (batch, gated, patches),
+            "heads": (batch, gated, self.num_heads),
+            "attention": (batch, gated),
+            "mlp": (batch, gated),
+        }
 
     def with_inference_rule(self, tempered: bool) -> "AdaViT":
         """A copy of this model, its weights copied, that decides by the given rule.
