@@ -153,8 +153,7 @@ def run_seed(seed, gammas, setting, data, examples, options):
             {
                 "gamma": gamma,
                 **{
-                    policy: _policy_entry(model, result, y_test)
-                    for policy, result in chosen.items()
+                    policy: policy_entry(model, result, y_test) for policy, result in chosen.items()
                 },
             }
         )
@@ -191,10 +190,11 @@ def run_policies(model, x, seed):
 def policy_results(model, x, y, seed):
     """Accuracy, mean MACs and usage on `(x, y)` of `model`'s learned and random policies."""
     _, results, _ = run_policies(model, x, seed)
-    return {policy: _policy_entry(model, result, y) for policy, result in results.items()}
+    return {policy: policy_entry(model, result, y) for policy, result in results.items()}
 
 
-def _policy_entry(model, result, labels):
+def policy_entry(model, result, labels):
+    """Accuracy against `labels`, mean MACs and usage of a `FastPathResult` of `model`."""
     return {
         "accuracy": top1_accuracy(result.outputs, labels),
         "macs": float(result.macs.mean()),

@@ -27,7 +27,10 @@ training subset) decides every stop.
    best epoch are kept (the last epoch's when no epoch reached the target).
 3. Per seed and γ, the random policy: by default the learned model with
    random decisions at the usage that its learned decisions measure per
-   kind, on the same test images (as `keras-attn reproduce adavit`).
+   kind, on the same test images (as `keras-attn reproduce adavit`); and,
+   once every run has finished, random decisions with the learned keep rate
+   in every block (`block_matched_random`), which compute about as much as
+   the learned ones.
 4. Per seed and γ, a dense ViT of about the MACs of an AdaViT of the
    backbone at usage γ (`equal_macs_sizes`: depth and width chosen by
    `keras_attn.models.count_macs`), trained from scratch with the budget of
@@ -125,6 +128,8 @@ STYLES = (
     ("dense", "^:", "dense ViT, equal MACs"),
     ("learned_tempered", "v-", "AdaViT, learned, tempered inference"),
     ("random_tempered", "x--", "AdaViT, random at tempered usage"),
+    ("random_like", "d--", "AdaViT, random, learned rate per block"),
+    ("random_like_tempered", "+--", "AdaViT, random, tempered rate per block"),
 )
 # Per γ; "_tempered": the same fine-tuned model deciding with `tempered_inference=True`.
 MODELS = tuple(key for key, _, _ in STYLES)
@@ -221,13 +226,16 @@ def run(args):
         for spec in ({"variant": "adavit", "seed": seed, "gamma": gamma}, dense_spec(seed, gamma))
     ]
     done = run_in_workers(train_variant, jobs, args.workers)
-    images = load_data(config)["test"][0]
-    latency = measured_latency(done, state, backbone, images, LATENCY_ROUNDS[size])
+    test = load_data(config)["test"]
+    like = block_matched_random(done, state, *test)
+    latency = measured_latency(done, state, backbone, test[0], LATENCY_ROUNDS[size])
     full["latency_ms"] = latency["ms_per_batch"]["full"]
     runs = [
         {
             "seed": seed,
-            "adavit": [_gamma_entry(done, seed, gamma, latency) for gamma in config["gammas"]],
+            "adavit": [
+                _gamma_entry(done, seed, gamma, latency, like) for gamma in config["gammas"]
+            ],
         }
         for seed in range(config["seeds"])
     ]
@@ -624,6 +632,44 @@ def equal_macs_sizes(target_macs, image_shape, num_layers, tolerance=0.1):
     return candidates[best]
 
 
+def block_matched_random(done, state, x, y):
+    """Each learned policy against random decisions of its rate in every block, saved.
+
+    Once every run has finished, per AdaViT run and inference rule (official
+    and tempered): the fast path's learned decisions on the test images,
+    then random decisions with their keep rate in every block, per kind
+    (`AdaViT.random_decisions_like`, seeded with the run's seed), which
+    compute about the MACs of the learned ones where the random policy of
+    equal mean usage may compute far less. Saved as `random-like.json` in
+    `state`; a later call reads it.
+
+    Returns:
+        dict: `run_name -> {"random_like": entry, "random_like_tempered":
+        entry}`, each entry the accuracy, mean MACs and usage.
+    """
+    path = state / "random-like.json"
+    if path.is_file():
+        return json.loads(path.read_bytes())
+    record = {}
+    for result in done:
+        if result["variant"] != "adavit":
+            continue
+        name = run_name(result)
+        model = keras.models.load_model(state / f"{name}.keras")
+        rules = (("random_like", model), ("random_like_tempered", None))
+        record[name] = {}
+        for key, rule_model in rules:
+            rule_model = rule_model or model.with_inference_rule(tempered=True)
+            fast = rule_model.fast_path()
+            learned = fast.run(x, batch_size=EVALUATION_BATCH).decisions
+            like = rule_model.random_decisions_like(learned, seed=result["seed"])
+            outcome = fast.run(x, like, batch_size=EVALUATION_BATCH)
+            record[name][key] = adavit.policy_entry(rule_model, outcome, y)
+    text = json.dumps(record, indent=1)
+    write_atomically(path, lambda file: file.write(text.encode()))
+    return record
+
+
 def measured_latency(done, state, backbone, images, rounds):
     """Median fast-path milliseconds per batch of every model, measured once, saved.
 
@@ -633,13 +679,15 @@ def measured_latency(done, state, backbone, images, rounds):
     tempered inference decisions, in interleaved rounds (`batch_latency_ms`)
     at each batch size of `LATENCY_BATCHES`. The random decisions keep, per
     kind, the share that the policy's learned decisions keep on the test
-    images. Saved as `latency.json` in `state` with the load average at the
-    start; a later call reads it.
+    images; the block-matched ones (`block_matched_random`) the share that
+    they keep in each block on the timed batch. Saved as `latency.json` in
+    `state` with the load average at the start; a later call reads it.
 
     Returns:
         dict: `"ms_per_batch"`, `name -> {batch size as str: ms}` with names
         `"full"`, and `run_name` with `" learned"`, `" random"`,
-        `" learned_tempered"`, `" random_tempered"` or `" dense"`;
+        `" learned_tempered"`, `" random_tempered"`, `" random_like"`,
+        `" random_like_tempered"` or `" dense"`;
         `"load_at_start"`, `"rounds"` and `"batches"`.
     """
     path = state / "latency.json"
@@ -650,7 +698,7 @@ def measured_latency(done, state, backbone, images, rounds):
         models[run_name(result)] = keras.models.load_model(state / f"{run_name(result)}.keras")
     load = os.getloadavg()[0]
     per_batch = {
-        batch: batch_latency_ms(_predictors(done, models, batch), images, batch, rounds)
+        batch: batch_latency_ms(_predictors(done, models, images[:batch]), images, batch, rounds)
         for batch in LATENCY_BATCHES
     }
     names = per_batch[LATENCY_BATCHES[0]]
@@ -665,8 +713,9 @@ def measured_latency(done, state, backbone, images, rounds):
     return record
 
 
-def _predictors(done, models, batch):
-    """`name -> callable` of one batch of `batch` images, for `measured_latency`."""
+def _predictors(done, models, batch_images):
+    """`name -> callable` of one batch like `batch_images`, for `measured_latency`."""
+    batch = len(batch_images)
     predictors = {"full": xla_function(models["full"])}
     for result in done:
         name = run_name(result)
@@ -679,12 +728,14 @@ def _predictors(done, models, batch):
             fast = model.fast_path()
             usage = policy["learned"]["usage"]
             random = model.random_decisions(batch, usage, seed=result["seed"])
+            like = model.random_decisions_like(model.decide(batch_images), seed=result["seed"])
             predictors[f"{name} learned{suffix}"] = fast.predictor()
             predictors[f"{name} random{suffix}"] = fast.predictor(random)
+            predictors[f"{name} random_like{suffix}"] = fast.predictor(like)
     return predictors
 
 
-def _gamma_entry(done, seed, gamma, latency):
+def _gamma_entry(done, seed, gamma, latency, like):
     """One seed's results at γ: the learned and random policies and the dense ViT."""
 
     def find(variant):
@@ -706,6 +757,10 @@ def _gamma_entry(done, seed, gamma, latency):
         "random": timed(learned["random"], f"{name} random"),
         "learned_tempered": timed(learned["tempered"]["learned"], f"{name} learned_tempered"),
         "random_tempered": timed(learned["tempered"]["random"], f"{name} random_tempered"),
+        "random_like": timed(like[name]["random_like"], f"{name} random_like"),
+        "random_like_tempered": timed(
+            like[name]["random_like_tempered"], f"{name} random_like_tempered"
+        ),
         "dense": {
             **timed(dense["dense"], f"{dense_name} dense"),
             "sizes": dense["sizes"],
@@ -741,14 +796,16 @@ def summarize(runs, full, backbone_record):
 def _claims(accuracies, full_accuracy):
     """Paired differences of each learned policy (official and tempered) against the others.
 
-    Keys `"learned_minus_random"`, `"learned_minus_dense"`,
-    `"learned_minus_full"`, and the same with `"learned_tempered"` against
-    the tempered random policy, the dense ViT and the full backbone.
+    Keys `"learned_minus_random"`, `"learned_minus_random_like"`,
+    `"learned_minus_dense"`, `"learned_minus_full"`, and the same with
+    `"learned_tempered"` against the tempered random policies, the dense ViT
+    and the full backbone.
     """
     differences = {}
     for learned, random in (("learned", "random"), ("learned_tempered", "random_tempered")):
         others = {
             "random": accuracies[random],
+            "random_like": accuracies[random.replace("random", "random_like")],
             "dense": accuracies["dense"],
             "full": [full_accuracy] * len(accuracies["dense"]),
         }

@@ -151,8 +151,12 @@ def test_a_small_run_times_every_model_once_and_plots_latency(tmp_path):
         assert set(entry[model]["latency_ms"]) == {"1", "64"}
         assert all(ms > 0 for ms in entry[model]["latency_ms"].values())
     assert results["latency"]["batches"] == [1, 64]
-    saved = tmp_path / adavit_converged.STATE_FOLDER / "latency.json"
-    assert saved.is_file()
+    state = tmp_path / adavit_converged.STATE_FOLDER
+    assert (state / "latency.json").is_file() and (state / "random-like.json").is_file()
+    # Random decisions matched block by block compute about what the learned ones do.
+    for learned, like in (("learned", "random_like"), ("learned_tempered", "random_like_tempered")):
+        assert entry[like]["macs"] == pytest.approx(entry[learned]["macs"], rel=0.05)
+    assert "learned_minus_random_like" in results["summary"]["adavit"][0]
     # Run again: the runs and the latency are read back, nothing is timed again.
     again = adavit_converged.run(args)
     assert again["results"]["summary"] == results["summary"]
