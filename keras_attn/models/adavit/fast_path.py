@@ -274,9 +274,9 @@ class AdaViTFastPath(keras.Model):
         """
         if keras.backend.backend() == "torch":
             raise ValueError(
-                "The fast path runs compiled by XLA, on the tensorflow or jax backend; on "
-                "torch, eagerly, it would be slower than the full model. There the AdaViT "
-                "itself, `model(images)`, gives the same outputs (without skipping work). "
+                "The fast path runs compiled by XLA, which needs the tensorflow or jax "
+                "backend; on torch the AdaViT itself, `model(images)`, gives the same outputs "
+                "(without skipping work). "
                 f"Received: backend={keras.backend.backend()!r}"
             )
         if fixed_decisions not in self._compiled:
