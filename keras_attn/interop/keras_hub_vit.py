@@ -59,15 +59,17 @@ def convert_keras_hub_vit(model: keras.Model) -> keras.Model:
 
     Example:
 
-    ```python
-    backbone = keras_hub.models.ViTBackbone(
-        image_shape=(28, 28, 1), patch_size=4, num_layers=3, num_heads=2,
-        hidden_dim=32, mlp_dim=64,
-    )
-    classifier = keras_hub.models.ViTImageClassifier(backbone, num_classes=10)
-    vit = convert_keras_hub_vit(classifier)
-    model = AdaViT(vit, target_usage=0.5)
-    ```
+    >>> import keras_hub
+    >>> backbone = keras_hub.models.ViTBackbone(
+    ...     image_shape=(8, 8, 3), patch_size=4, num_layers=2, num_heads=2,
+    ...     hidden_dim=8, mlp_dim=16,
+    ... )
+    >>> classifier = keras_hub.models.ViTImageClassifier(backbone, num_classes=3)
+    >>> vit = convert_keras_hub_vit(classifier)
+    >>> [layer.name for layer in vit.layers if isinstance(layer, TransformerBlock)]
+    ['vit_encoder_transformer_block_1', 'vit_encoder_transformer_block_2']
+    >>> AdaViT(vit, target_usage=0.5)(np.zeros((1, 8, 8, 3))).shape
+    (1, 3)
     """
     if not isinstance(model, keras.Model) or not is_graph_model(model):
         raise ValueError(f"`model` must be a functional Keras model. Received: model={model!r}")

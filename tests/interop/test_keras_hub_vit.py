@@ -100,6 +100,9 @@ def test_adavit_wraps_the_converted_classifier(keras_hub_backbone):
     every = {key: np.ones_like(value) for key, value in model.decide(IMAGES).items()}
     outputs = model(IMAGES, decisions=every)  # every patch, head and sub-layer on
     assert_allclose(to_numpy(outputs), to_numpy(classifier(IMAGES)), atol=1e-5, rtol=0)
+    if keras.backend.backend() != "torch":  # the fast path compiles with XLA
+        result = model.fast_path(token_buckets=2, group_size=4).run(IMAGES, batch_size=3)
+        assert_allclose(result.outputs, to_numpy(model(IMAGES)), atol=1e-5, rtol=0)
     jit_compile = keras.backend.backend() == "jax"
     labels = np.arange(6) % 3
     tuned = finetune_adavit(vit, IMAGES, labels, 0.5, 1, batch_size=3, jit_compile=jit_compile)
