@@ -9,6 +9,7 @@ import pytest
 from keras_attn.interop import convert_keras_hub_vit
 from keras_attn.layers import ClassToken, PatchEmbedding, PositionEmbedding, TransformerBlock
 from keras_attn.models import AdaViT, finetune_adavit
+from keras_attn.testing import quick_jit_compile
 from keras_attn.testing.arrays import assert_allclose, to_numpy
 
 pytestmark = pytest.mark.backend_agnostic
@@ -103,9 +104,10 @@ def test_adavit_wraps_the_converted_classifier(keras_hub_backbone):
     if keras.backend.backend() != "torch":  # the fast path compiles with XLA
         result = model.fast_path(token_buckets=2, group_size=4).run(IMAGES, batch_size=3)
         assert_allclose(result.outputs, to_numpy(model(IMAGES)), atol=1e-5, rtol=0)
-    jit_compile = keras.backend.backend() == "jax"
     labels = np.arange(6) % 3
-    tuned = finetune_adavit(vit, IMAGES, labels, 0.5, 1, batch_size=3, jit_compile=jit_compile)
+    tuned = finetune_adavit(
+        vit, IMAGES, labels, 0.5, 1, batch_size=3, jit_compile=quick_jit_compile()
+    )
     assert np.isfinite(tuned.evaluate(IMAGES, labels, verbose=0)[0])
 
 

@@ -21,6 +21,7 @@ from keras_attn.layers import (
 from keras_attn.models import build_bsarec, build_sasrec
 from keras_attn.recommendation import evaluate_full_ranking, leave_one_out_split
 from keras_attn.recommendation.training import compile_recommender, epoch_samples
+from keras_attn.testing import quick_jit_compile
 from keras_attn.testing.arrays import assert_allclose, to_numpy
 from keras_attn.utils.training import step_losses
 
@@ -276,7 +277,7 @@ def _trainings(last_position_only, split):
         seed=0,
         last_position_only=last_position_only,
     )
-    compile_recommender(model, learning_rate=1e-2, jit_compile=keras.backend.backend() == "jax")
+    compile_recommender(model, learning_rate=1e-2, jit_compile=quick_jit_compile())
     state = (*model.variables, *model.optimizer.variables)
     initial = [to_numpy(variable) for variable in state]
     generators = [v for v in model.variables if v.path.endswith("seed_generator_state")]

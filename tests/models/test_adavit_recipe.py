@@ -7,13 +7,12 @@ import pytest
 
 from keras_attn.models import build_vision_transformer, finetune_adavit
 from keras_attn.models.adavit.training import _distillation_loss
+from keras_attn.testing import quick_jit_compile
 from keras_attn.utils.training import scale_learning_rates
 
 pytestmark = pytest.mark.backend_agnostic
-# The arithmetic is the subject here (test_adavit.py trains the recipe under XLA): jitted on
-# JAX, whose eager steps are slow; a graph on TensorFlow, traced faster than XLA compiles it;
-# eager on torch, where `torch.compile` takes minutes.
-FAST_COMPILE = keras.backend.backend() == "jax"
+# The arithmetic is the subject here (test_adavit.py trains the recipe under XLA).
+FAST_COMPILE = quick_jit_compile()
 
 
 def _numpy(x):

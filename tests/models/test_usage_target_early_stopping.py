@@ -5,12 +5,11 @@ import numpy as np
 import pytest
 
 from keras_attn.models import UsageTargetEarlyStopping, build_vision_transformer, finetune_adavit
+from keras_attn.testing import quick_jit_compile
 
 pytestmark = pytest.mark.backend_agnostic
-# The arithmetic is the subject here (test_adavit.py trains the recipe under XLA): jitted on
-# JAX, whose eager steps are slow; a graph on TensorFlow, traced faster than XLA compiles it;
-# eager on torch, where `torch.compile` takes minutes.
-FAST_COMPILE = keras.backend.backend() == "jax"
+# The arithmetic is the subject here (test_adavit.py trains the recipe under XLA).
+FAST_COMPILE = quick_jit_compile()
 
 
 def _data(n, seed):
