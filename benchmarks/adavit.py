@@ -51,6 +51,14 @@ every case is measured, and `--resume` skips the cases already there.
 
 `--head-buckets 1` computes every head and zeroes the off ones instead of
 gathering the kernels to the kept heads (see `AdaViTFastPath`).
+
+On torch, which has no XLA, the full model and the fast path both run
+eagerly without gradients (`inference_function`): the user's model as
+they would call it, against the fast path's eager form, which runs each
+sub-layer on the examples that run it at their largest kept count.
+
+    KERAS_BACKEND=torch python benchmarks/adavit.py --paper-scale \
+        --output results/benchmarks/adavit_paper_scale_torch.json
 """
 
 import argparse
@@ -74,7 +82,7 @@ from keras_attn.models import (  # noqa: E402
     finetune_vit,
     pretrain_vit,
 )
-from keras_attn.models.adavit import DECISION_KEYS, xla_function  # noqa: E402
+from keras_attn.models.adavit import DECISION_KEYS, inference_function  # noqa: E402
 from keras_attn.utils import batch_latency_ms, write_benchmark  # noqa: E402
 from keras_attn.utils.results import set_aside  # noqa: E402
 from keras_attn.utils.training import top1_accuracy  # noqa: E402
@@ -139,11 +147,11 @@ def measure_paper_scale(name, size, args, done):
         "imposed": adavit.random_decisions(len(images), rate, seed=args.seed),
         "random": independent_decisions(adavit, len(images), rate, seed=args.seed),
     }
-    full, ungated = xla_function(backbone), xla_function(_ungated_part(adavit))
+    full, ungated = inference_function(backbone), inference_function(_ungated_part(adavit))
     for batch in BATCHES:
         if (name, batch) in done:
             continue
-        predictors = {"full (XLA)": full, "ungated": ungated}
+        predictors = {"full": full, "ungated": ungated}
         for policy, decisions in policies.items():
             predictors[policy] = _fast_predictor(fast, decisions, batch)
         first_call_s = _first_call_seconds(predictors, images[:batch])
@@ -155,7 +163,7 @@ def measure_paper_scale(name, size, args, done):
             case["tokens"] = adavit.stem.output.shape[1]
             case["keep_rate"] = rate
             case["first_call_s"] = {
-                "full": first_call_s["full (XLA)"],
+                "full": first_call_s["full"],
                 "fast": first_call_s[policy],  # the first policy's includes the compilation
             }
             _print_case(case)
@@ -246,7 +254,7 @@ def measure(patch_size, size, args, data):
     print(f"\n{tokens} patches: full ViT accuracy {full_accuracy:.4f}, {model}")
     cases = []
     for batch in BATCHES:
-        predictors = {"full (XLA)": xla_function(full), "ungated": xla_function(ungated)}
+        predictors = {"full": inference_function(full), "ungated": inference_function(ungated)}
         for name, decisions in policies.items():
             predictors[name] = _fast_predictor(fast, decisions, batch)
         ms = batch_latency_ms(predictors, x_test, batch, size["rounds"][batch])
@@ -276,7 +284,7 @@ def _ungated_part(adavit):
 def _case(fast, adavit, ms, policy, batch, decisions, **identity):
     """A measured case: usage, latencies, MACs, their ratios and the bounds of the ratio."""
     case = dict(identity, policy=policy, batch=batch, usage=adavit.usage(decisions))
-    case.update(full_ms=ms["full (XLA)"], fast_ms=ms[policy])
+    case.update(full_ms=ms["full"], fast_ms=ms[policy])
     case.update(full_macs=int(fast.full_macs()), fast_macs=float(fast.macs(decisions).mean()))
     case["speedup"] = case["full_ms"] / case["fast_ms"]
     case["mac_ratio"] = case["full_macs"] / case["fast_macs"]

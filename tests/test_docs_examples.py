@@ -93,8 +93,6 @@ def test_the_keras_hub_recipe_of_the_ffn_memories_page_runs():
 @pytest.mark.slow  # two trainings and two compilations of the fast path: three minutes
 @pytest.mark.backend_agnostic
 def test_the_adavit_recipe_runs_at_a_small_size(monkeypatch, capsys):
-    if keras.backend.backend() == "torch":
-        pytest.skip("The recipe runs the fast path, which compiles with XLA (TF and JAX).")
     monkeypatch.setenv("KERAS_ATTN_SMALL", "1")
     keras.utils.set_random_seed(0)
     namespace = _run(

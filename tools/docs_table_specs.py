@@ -440,6 +440,8 @@ ADAVIT_PAPER_SCALE_RUNS = {
     "adavit_paper_scale_jax_every_head": ("JAX", "1 (every head, masked)"),
     "adavit_paper_scale_tensorflow": ("TF + XLA", "default (kernels gathered)"),
     "adavit_paper_scale_jax": ("JAX", "default (kernels gathered)"),
+    "adavit_paper_scale_torch_every_head": ("torch (eager)", "1 (every head, masked)"),
+    "adavit_paper_scale_torch": ("torch (eager)", "default (kernels gathered)"),
 }
 
 

@@ -203,6 +203,11 @@ def gradients(loss, inputs):
     return list(grads), aux
 
 
+def without_gradients(function):
+    """`runtime.without_gradients`: `function` under `torch.no_grad`."""
+    return torch.no_grad()(function)
+
+
 def use_one_thread():
     """`runtime.use_one_thread`: one intra-op thread."""
     torch.set_num_threads(1)

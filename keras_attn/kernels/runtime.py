@@ -93,6 +93,11 @@ def graph_function(function, **options):
     )
 
 
+def without_gradients(function):
+    """`function`, run without recording gradients (`torch.no_grad` on torch)."""
+    return _implementation("without_gradients", default=lambda function: function)(function)
+
+
 def xla_compiled(function, purpose="XLA compilation"):
     """`function` compiled by XLA: `tf.function(jit_compile=True)`, or `jax.jit`.
 

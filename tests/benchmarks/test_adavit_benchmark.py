@@ -121,3 +121,17 @@ def test_paper_scale_smoke_run_writes_each_case_and_resumes(tmp_path, load_bench
             assert "computed_macs" not in case
     benchmark.main(["--paper-scale", "--small", "--resume", "--output", str(output)])
     assert json.loads(output.read_text())["results"]["cases"] == cases  # nothing measured again
+
+
+# Eager on torch: no compilation, but half a minute of rounds at batch 64.
+@pytest.mark.slow
+@pytest.mark.backend_agnostic
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="torch's eager fast path")
+def test_paper_scale_smoke_run_on_torch(tmp_path, load_benchmark):
+    output = tmp_path / "paper.json"
+    load_benchmark("adavit").main(["--paper-scale", "--small", "--output", str(output)])
+    results = json.loads(output.read_text())["results"]
+    assert results["settings"]["backend"] == "torch" and results["settings"]["partial"] is False
+    assert len(results["cases"]) == 8  # two backbones, two batch sizes, two policies
+    for case in results["cases"]:
+        assert case["speedup"] > 0 and case["mac_ratio"] > 1

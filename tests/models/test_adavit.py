@@ -36,9 +36,9 @@ def _model(gate_bias=0.4, depth=3, **kwargs):
     return model
 
 
-# The fast path compiles with XLA: TensorFlow and JAX only.
+# The grouped fast path compiles with XLA: TensorFlow and JAX (torch runs it eagerly).
 needs_xla = pytest.mark.skipif(
-    keras.backend.backend() == "torch", reason="The fast path compiles with XLA."
+    keras.backend.backend() == "torch", reason="The grouped fast path compiles with XLA."
 )
 
 
@@ -107,7 +107,6 @@ def shared():
     return model, _fast(model)
 
 
-@needs_xla
 def test_fast_path_matches_masked_path_with_learned_gates(shared):
     model, fast = shared
     images = _images(13)  # batches 8 + 5, and the 5 padded to 8: padded groups
@@ -125,7 +124,6 @@ def test_fast_path_matches_masked_path_with_learned_gates(shared):
         fast.run(images, batch_size=0)
 
 
-@needs_xla
 def test_fast_path_matches_masked_path_and_numpy_reference_with_fixed_decisions(shared):
     model, fast = shared
     images = _images(13)
@@ -187,9 +185,8 @@ def test_everything_off_passes_tokens_through_the_gated_blocks(shared):
     }
     expected = _numpy(model.readout(model.stem(images)))
     np.testing.assert_allclose(_numpy(model(images, decisions=off)), expected, atol=1e-6)
-    if keras.backend.backend() != "torch":  # the fast path compiles with XLA
-        result = fast.run(images, off, batch_size=BATCH)
-        np.testing.assert_allclose(result.outputs, expected, atol=1e-5)
+    result = fast.run(images, off, batch_size=BATCH)
+    np.testing.assert_allclose(result.outputs, expected, atol=1e-5)
 
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TF compiler IR")
@@ -436,7 +433,6 @@ def test_random_decisions_keep_the_imposed_share_per_example():
         model.random_decisions(2, {"patches": 0.5})
 
 
-@needs_xla
 def test_compiled_function_is_cached_and_gives_what_run_gives(shared):
     model, fast = shared
     images = _images(BATCH)
@@ -452,7 +448,6 @@ def test_compiled_function_is_cached_and_gives_what_run_gives(shared):
         np.testing.assert_array_equal(used[key], value)
 
 
-@needs_xla
 def test_predictor_binds_the_decisions_of_one_batch(shared):
     model, fast = shared
     images = _images(BATCH)
@@ -517,12 +512,34 @@ def test_tempered_inference_keeps_the_patches_that_training_keeps_without_noise(
 
 
 @pytest.mark.skipif(keras.backend.backend() != "torch", reason="The torch refusal.")
-def test_fast_path_on_torch_says_what_runs_instead():
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="the eager path of torch")
+def test_fast_path_on_torch_runs_each_sub_layer_on_the_examples_that_run_it(monkeypatch):
     model = _model()
-    fast = model.fast_path()
-    for call in (lambda: fast.run(_images()), fast.predictor, fast.compiled_function):
-        with pytest.raises(ValueError, match=r"`model\(images\)`.*Received: backend='torch'"):
-            call()
+    images = _images(6)
+    decisions = _random_decisions(len(images), 3)
+    shapes = []  # (block, sub-layer, examples, tokens) of every branch call
+    for index, block in enumerate(model.blocks):
+        for name in ("attention_branch", "mlp_branch"):
+            branch = getattr(block, name)
+
+            def recorded(x, *args, _branch=branch, _key=(index, name), **kwargs):
+                shapes.append((*_key, *x.shape[:2]))
+                return _branch(x, *args, **kwargs)
+
+            monkeypatch.setattr(block, name, recorded)
+    result = _fast(model).run(images, decisions)
+    kept = 1 + decisions["patches"].sum(-1)  # (batch, blocks), the class token included
+    expected = []
+    for index in range(3):
+        for name, key in (("attention_branch", "attention"), ("mlp_branch", "mlp")):
+            rows = np.flatnonzero(decisions[key][:, index])
+            if rows.size:
+                expected.append((index, name, rows.size, kept[rows, index].max()))
+    assert shapes == expected
+    monkeypatch.undo()
+    np.testing.assert_allclose(
+        result.outputs, _numpy(model(images, decisions=decisions)), atol=1e-5
+    )
 
 
 def test_with_inference_rule_copies_the_weights_and_changes_only_the_rule():

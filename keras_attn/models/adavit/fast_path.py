@@ -66,6 +66,11 @@ class AdaViTFastPath(keras.Model):
     chosen branch runs) and exports as a SavedModel. The outputs equal the
     masked path's (`AdaViT.__call__`) up to float rounding.
 
+    On torch, which has no XLA, the call runs eagerly: each sub-layer runs
+    once, on the examples that run it, at their largest kept count and the
+    smallest head bucket that holds their union of heads (the shapes follow
+    the data: no token buckets, groups or switch).
+
     The layers and weights are the model's own, not copies. The blocks run
     through `TransformerBlock.attention_branch` and `mlp_branch`, the
     attention through the core's `attend_heads`, so every option of the
@@ -184,8 +189,38 @@ class AdaViTFastPath(keras.Model):
         ):
             on = ops.cast(gates[key], x.dtype)  # (b,)
             operands = (validity, heads, on)
-            x = _grouped(branches, x, operands, kept * on, groups, size, pick)
+            if keras.backend.backend() == "torch":
+                x = self._on_running_examples(key, block, x, operands, kept)
+            else:
+                x = _grouped(branches, x, operands, kept * on, groups, size, pick)
         return _take_rows(x, inverse)  # (b, L, dim), the tokens back in their order
+
+    def _on_running_examples(self, key, block, x, operands, kept):
+        """Sub-layer `key` on the examples that run it, eagerly: one group of exact size.
+
+        The examples whose sub-layer is on are gathered and run at their
+        largest kept count, and the attention at the smallest head bucket
+        that holds their union of heads, so the shapes follow the data.
+        """
+        on = operands[-1]
+        rows = np.flatnonzero(ops.convert_to_numpy(on) > 0.5)
+        if not rows.size:
+            return x
+        members = ops.convert_to_tensor(rows, "int32")
+        chunk = ops.take(x, members, axis=0)  # (r, L, dim)
+        validity, heads, on = (ops.take(o, members, axis=0) for o in operands)
+        capacity = int(ops.convert_to_numpy(ops.max(ops.take(kept, members))))
+        if key == "mlp":
+            mask = self.model.mlp_channel_mask if self.model.head_gates_mlp_input else None
+            branch = _mlp_branch(block, capacity, mask)
+        else:
+            union = float(ops.convert_to_numpy(ops.sum(_union_of_heads(heads, on))))
+            bucket = min(c for c in self.head_capacities if c >= max(union, 1.0))
+            branch = _attention_branch(
+                block, capacity, None if bucket == block.num_heads else bucket
+            )
+        updated = branch(chunk, validity, heads, on)  # (r, L, dim)
+        return ops.scatter_update(x, members[:, None], updated)  # (b, L, dim)
 
     def _token_index(self, keys):
         """0 when every key `(g,)` is 0 (the sub-layer is off), else 1 + the token bucket."""
@@ -226,7 +261,7 @@ class AdaViTFastPath(keras.Model):
         decisions: Mapping[str, np.ndarray] | None = None,
         batch_size: int | None = None,
     ) -> FastPathResult:
-        """Runs the XLA-compiled fast path on numpy inputs.
+        """Runs the compiled fast path on numpy inputs (eager on torch).
 
         Args:
             images: numpy batch of the backbone's input.
@@ -269,18 +304,12 @@ class AdaViTFastPath(keras.Model):
             numpy arrays (see `xla_function`); one compilation per batch
             size.
 
-        Raises:
-            ValueError: on the torch backend, which has no XLA.
+        On torch, which has no XLA, the function runs the path eagerly,
+        without gradients: each sub-layer on the examples that run it, at
+        their largest kept count (see `call`).
         """
-        if keras.backend.backend() == "torch":
-            raise ValueError(
-                "The fast path runs compiled by XLA, which needs the tensorflow or jax "
-                "backend; on torch the AdaViT itself, `model(images)`, gives the same outputs "
-                "(without skipping work). "
-                f"Received: backend={keras.backend.backend()!r}"
-            )
         if fixed_decisions not in self._compiled:
-            self._compiled[fixed_decisions] = xla_function(
+            self._compiled[fixed_decisions] = inference_function(
                 self, return_decisions=True, with_decisions=fixed_decisions
             )
         return self._compiled[fixed_decisions]
@@ -395,6 +424,35 @@ class AdaViTFastPath(keras.Model):
     def from_config(cls, config):
         config["model"] = keras.saving.deserialize_keras_object(config["model"])
         return cls(**config)
+
+
+def inference_function(model, **call_kwargs):
+    """`model`'s inference as a function of numpy inputs, as fast as the backend runs it.
+
+    `xla_function` on TensorFlow and JAX; on torch, which has no XLA,
+    `eager_function`. The same arguments as theirs.
+    """
+    if keras.backend.backend() == "torch":
+        return eager_function(model, **call_kwargs)
+    return xla_function(model, **call_kwargs)
+
+
+def eager_function(model, **call_kwargs):
+    """`model`'s inference as an eager function of numpy inputs, without gradients.
+
+    The counterpart of `xla_function` for torch: the same arguments, and
+    numpy arrays back.
+    """
+    with_decisions = call_kwargs.pop("with_decisions", False)
+
+    @runtime.without_gradients
+    def run(images, *decisions):
+        kwargs = dict(call_kwargs, training=False)
+        if with_decisions:
+            kwargs["decisions"] = decisions[0]
+        return keras.tree.map_structure(ops.convert_to_numpy, model(images, **kwargs))
+
+    return run
 
 
 def xla_function(model, **call_kwargs):
