@@ -202,14 +202,15 @@ class AdaViTFastPath(keras.Model):
         largest kept count, and the attention at the smallest head bucket
         that holds their union of heads, so the shapes follow the data.
         """
-        on = operands[-1]
-        rows = np.flatnonzero(ops.convert_to_numpy(on) > 0.5)
+        rows = np.flatnonzero(ops.convert_to_numpy(operands[-1]) > 0.5)
         if not rows.size:
             return x
         members = ops.convert_to_tensor(rows, "int32")
-        chunk = ops.take(x, members, axis=0)  # (r, L, dim)
-        validity, heads, on = (ops.take(o, members, axis=0) for o in operands)
-        capacity = int(ops.convert_to_numpy(ops.max(ops.take(kept, members))))
+        every = rows.size == x.shape[0]  # every example runs it: no gather, no scatter
+        gather = (lambda v: v) if every else (lambda v: ops.take(v, members, axis=0))
+        chunk = gather(x)  # (r, L, dim)
+        validity, heads, on = (gather(o) for o in operands)
+        capacity = int(ops.convert_to_numpy(ops.max(gather(kept))))
         if key == "mlp":
             mask = self.model.mlp_channel_mask if self.model.head_gates_mlp_input else None
             branch = _mlp_branch(block, capacity, mask)
@@ -220,6 +221,8 @@ class AdaViTFastPath(keras.Model):
                 block, capacity, None if bucket == block.num_heads else bucket
             )
         updated = branch(chunk, validity, heads, on)  # (r, L, dim)
+        if every:
+            return updated
         return ops.scatter_update(x, members[:, None], updated)  # (b, L, dim)
 
     def _token_index(self, keys):
