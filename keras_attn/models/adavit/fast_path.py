@@ -165,7 +165,8 @@ class AdaViTFastPath(keras.Model):
                     key: _pad_batch(ops.cast(decisions[key][:, index], x.dtype), groups * size)
                     for key in used
                 }
-            gates = {key: _off_outside(value, real) for key, value in gates.items()}
+            if padded is not images:  # the padding examples decide nothing
+                gates = {key: _off_outside(value, real) for key, value in gates.items()}
             x = self._block(block, x, gates, groups, size)
             for key in DECISION_KEYS:
                 used[key].append(gates[key][:batch])
@@ -619,6 +620,8 @@ def _updated_tokens(x, first):
 
 def _pad_batch(x, size):
     """`x` padded with zeros along the batch axis to `size` rows."""
+    if x.shape[0] == size:  # a static batch that needs no padding
+        return x
     filler = ops.zeros((size, *x.shape[1:]), x.dtype)
     return ops.concatenate([x, filler], axis=0)[:size]
 
