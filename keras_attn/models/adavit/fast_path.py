@@ -167,7 +167,10 @@ class AdaViTFastPath(keras.Model):
                 }
             if padded is not images:  # the padding examples decide nothing
                 gates = {key: _off_outside(value, real) for key, value in gates.items()}
-            x = self._block(block, x, gates, groups, size)
+            if keras.backend.backend() == "torch":
+                x = self._eager_block(block, x, gates)
+            else:
+                x = self._block(block, x, gates, groups, size)
             for key in DECISION_KEYS:
                 used[key].append(gates[key][:batch])
         outputs = model.readout(x)[:batch]
@@ -190,41 +193,70 @@ class AdaViTFastPath(keras.Model):
         ):
             on = ops.cast(gates[key], x.dtype)  # (b,)
             operands = (validity, heads, on)
-            if keras.backend.backend() == "torch":
-                x = self._on_running_examples(key, block, x, operands, kept)
-            else:
-                x = _grouped(branches, x, operands, kept * on, groups, size, pick)
+            x = _grouped(branches, x, operands, kept * on, groups, size, pick)
         return _take_rows(x, inverse)  # (b, L, dim), the tokens back in their order
 
-    def _on_running_examples(self, key, block, x, operands, kept):
-        """Sub-layer `key` on the examples that run it, eagerly: one group of exact size.
+    def _eager_block(self, block, x, gates):
+        """`_block` run eagerly (torch), the shapes following the decisions.
 
-        The examples whose sub-layer is on are gathered and run at their
-        largest kept count, and the attention at the smallest head bucket
-        that holds their union of heads, so the shapes follow the data.
+        Each sub-layer runs once, on the examples that run it, at their
+        largest kept count: their kept tokens, in order, are gathered from
+        the batch (filled up with dropped tokens, which the mask hides and
+        which keep their value), and written back after the residual
+        addition. The attention runs on the heads that any of them keeps,
+        padded to the smallest head bucket that holds them. A mask that
+        would keep everything (the tokens of a batch of one, the heads when
+        every head is kept) is left out, so the sub-layer runs as in the
+        full model.
         """
-        rows = np.flatnonzero(ops.convert_to_numpy(operands[-1]) > 0.5)
-        if not rows.size:
-            return x
-        members = ops.convert_to_tensor(rows, "int32")
-        every = rows.size == x.shape[0]  # every example runs it: no gather, no scatter
-        gather = (lambda v: v) if every else (lambda v: ops.take(v, members, axis=0))
-        chunk = gather(x)  # (r, L, dim)
-        validity, heads, on = (gather(o) for o in operands)
-        capacity = int(ops.convert_to_numpy(ops.max(gather(kept))))
-        if key == "mlp":
-            mask = self.model.mlp_channel_mask if self.model.head_gates_mlp_input else None
-            branch = _mlp_branch(block, capacity, mask)
+        decided = {key: ops.convert_to_numpy(value) > 0.5 for key, value in gates.items()}
+        batch = len(decided["patches"])
+        tokens = np.concatenate([np.ones((batch, 1), bool), decided["patches"]], axis=1)  # (b, L)
+        for key in ("attention", "mlp"):
+            rows = np.flatnonzero(decided[key])
+            if rows.size:
+                heads = gates["heads"] if rows.size == batch else ops.take(gates["heads"], rows, 0)
+                x = self._eager_sub_layer(key, block, x, rows, tokens[rows], heads)
+        return x
+
+    def _eager_sub_layer(self, key, block, x, rows, tokens, heads):
+        """Sub-layer `key` on the kept `tokens` `(r, L)` of the examples `rows`, into `x`."""
+        _, length, dim = x.shape
+        capacity = int(tokens.sum(axis=1).max())
+        slots = np.argsort(~tokens, axis=1, kind="stable")[:, :capacity]  # (r, c), kept first
+        valid = np.take_along_axis(tokens, slots, axis=1)  # (r, c)
+        positions = ops.convert_to_tensor((rows[:, None] * length + slots).reshape(-1), "int32")
+        flat = ops.reshape(x, (-1, dim))  # (b * L, dim)
+        taken = ops.reshape(ops.take(flat, positions, axis=0), (len(rows), capacity, dim))
+        mask = None if valid.all() else ops.convert_to_tensor(valid)  # (r, c)
+        head_on = ops.convert_to_numpy(heads) > 0.5  # (r, heads)
+        if key == "attention":
+            update = block.attention_branch(
+                taken, mask=mask, drop_path=False, **self._eager_heads(heads, head_on)
+            )  # (r, c, dim)
         else:
-            union = float(ops.convert_to_numpy(ops.sum(_union_of_heads(heads, on))))
-            bucket = min(c for c in self.head_capacities if c >= max(union, 1.0))
-            branch = _attention_branch(
-                block, capacity, None if bucket == block.num_heads else bucket
-            )
-        updated = branch(chunk, validity, heads, on)  # (r, L, dim)
-        if every:
-            return updated
-        return ops.scatter_update(x, members[:, None], updated)  # (b, L, dim)
+            every_head = head_on.all() or not self.model.head_gates_mlp_input
+            channels = None if every_head else self.model.mlp_channel_mask(heads)  # (r, dim)
+            update = block.mlp_branch(taken, channels, drop_path=False)  # (r, c, dim)
+        if mask is not None:
+            update = (
+                ops.cast(mask, update.dtype)[..., None] * update
+            )  # the fillers keep their value
+        updated = ops.reshape(taken + update, (-1, dim))  # (r * c, dim)
+        return ops.reshape(ops.scatter_update(flat, positions[:, None], updated), x.shape)
+
+    def _eager_heads(self, heads, head_on):
+        """The `heads` and `head_mask` of `attention_branch` for the heads `(r, heads)` kept."""
+        union = np.flatnonzero(head_on.any(axis=0))  # the heads any example keeps
+        bucket = min(c for c in self.head_capacities if c >= max(union.size, 1))
+        if bucket == self.model.num_heads:
+            return {"head_mask": None if head_on.all() else heads}
+        off = np.setdiff1d(np.arange(self.model.num_heads), union)[: bucket - union.size]
+        kept = np.concatenate([union, off])  # (bucket,), padded with heads no example keeps
+        if head_on[:, kept].all():
+            return {"heads": ops.convert_to_tensor(kept, "int32"), "head_mask": None}
+        taken = ops.take(heads, ops.convert_to_tensor(kept, "int32"), axis=1)  # (r, bucket)
+        return {"heads": ops.convert_to_tensor(kept, "int32"), "head_mask": taken}
 
     def _token_index(self, keys):
         """0 when every key `(g,)` is 0 (the sub-layer is off), else 1 + the token bucket."""
