@@ -238,10 +238,8 @@ class AdaViTFastPath(keras.Model):
             every_head = head_on.all() or not self.model.head_gates_mlp_input
             channels = None if every_head else self.model.mlp_channel_mask(heads)  # (r, dim)
             update = block.mlp_branch(taken, channels, drop_path=False)  # (r, c, dim)
-        if mask is not None:
-            update = (
-                ops.cast(mask, update.dtype)[..., None] * update
-            )  # the fillers keep their value
+        if mask is not None:  # the fillers keep their value
+            update = ops.cast(mask, update.dtype)[..., None] * update  # (r, c, dim)
         updated = ops.reshape(taken + update, (-1, dim))  # (r * c, dim)
         return ops.reshape(ops.scatter_update(flat, positions[:, None], updated), x.shape)
 
