@@ -54,8 +54,9 @@ def convert_keras_hub_vit(model: keras.Model) -> keras.Model:
 
     Raises:
         ValueError: if `model` is not a functional model, holds no KerasHub
-            ViT layers, or its backbone sets an option listed above
-            otherwise; the message names the option and the value received.
+            ViT layers, or its backbone sets an option that keras_attn's
+            layers do not compute (see `model`); the message names the
+            option and the value received.
 
     Example:
 

@@ -463,15 +463,16 @@ class AdaViTFastPath(keras.Model):
 def inference_function(model, **call_kwargs):
     """`model`'s inference as a function of numpy inputs, as fast as the backend runs it.
 
-    `xla_function` on TensorFlow and JAX; on torch, which has no XLA,
-    `eager_function`. The same arguments as theirs.
+    `xla_function` on TensorFlow and JAX; on torch, which has no XLA, the
+    same function run eagerly and without gradients. The arguments are
+    those of `xla_function`.
     """
     if keras.backend.backend() == "torch":
-        return eager_function(model, **call_kwargs)
+        return _eager_function(model, **call_kwargs)
     return xla_function(model, **call_kwargs)
 
 
-def eager_function(model, **call_kwargs):
+def _eager_function(model, **call_kwargs):
     """`model`'s inference as an eager function of numpy inputs, without gradients.
 
     The counterpart of `xla_function` for torch: the same arguments, and
