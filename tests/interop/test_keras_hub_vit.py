@@ -135,3 +135,14 @@ def test_a_model_without_a_keras_hub_vit_is_refused():
         convert_keras_hub_vit(dense)
     with pytest.raises(ValueError, match="Received: model="):
         convert_keras_hub_vit(keras.layers.Dense(2))
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="exported from TF here")
+def test_the_converted_classifier_serves_as_a_saved_model(keras_hub_backbone, tmp_path):
+    import tensorflow as tf
+
+    converted = convert_keras_hub_vit(_classifier(keras_hub_backbone))
+    expected = to_numpy(converted(IMAGES))
+    converted.export(str(tmp_path / "served"), format="tf_saved_model", verbose=False)
+    loaded = tf.saved_model.load(str(tmp_path / "served"))  # kept: its functions use it
+    assert_allclose(loaded.serve(IMAGES).numpy(), expected, atol=1e-5, rtol=0)
