@@ -112,7 +112,7 @@ def from_keras_attention(
     for name in ("query_dense", "key_dense", "value_dense", "output_dense"):
         pairs = zip(getattr(core, name).weights, getattr(layer, name).weights, strict=True)
         for target, source in pairs:
-            target.assign(source)
+            target.assign(keras.ops.convert_to_numpy(source))  # a copy: no buffer shared
     return core
 
 

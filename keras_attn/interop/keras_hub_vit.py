@@ -124,7 +124,7 @@ def _embedded_patches(layer, images):
     x = positions(class_token(x))  # (batch, 1 + patches, dim)
     patches.projection.set_weights(layer.patch_embedding.get_weights())
     class_token.token.assign(ops.reshape(layer.class_token, (-1,)))  # (1, 1, dim) -> (dim,)
-    positions.embeddings.assign(layer.position_embedding.embeddings)  # (1 + patches, dim)
+    positions.embeddings.assign(ops.convert_to_numpy(layer.position_embedding.embeddings))
     return x
 
 

@@ -252,7 +252,7 @@ def _copy_weights(original, pruned, kept):
     attention_weights = {id(weight) for layer in targets.values() for weight in layer.weights}
     for original_weight, pruned_weight in zip(original.weights, pruned.weights, strict=True):
         if id(pruned_weight) not in attention_weights:
-            pruned_weight.assign(original_weight)
+            pruned_weight.assign(ops.convert_to_numpy(original_weight))
     for inside, target in targets.items():
         source = sources[inside]
         _copy_kept_heads(source, target, kept.get(inside, list(range(source.num_heads))))

@@ -15,6 +15,7 @@ from keras_attn.interop import (
     from_keras_attention,
 )
 from keras_attn.layers import LogSparsePattern, MultiHeadSelfAttention
+from keras_attn.testing import quick_jit_compile
 from keras_attn.testing.arrays import assert_allclose, to_numpy
 
 pytestmark = pytest.mark.backend_agnostic
@@ -124,6 +125,18 @@ def test_keras_attention_model_converts_then_takes_logsparse(tmp_path):
     assert reloaded.get_layer("attention").is_sparse
     model_weights = model.get_layer("head").get_weights()[0]
     assert not np.allclose(converted.get_layer("head").get_weights()[0], model_weights)
+
+
+def test_the_converted_copy_shares_no_weight_with_the_original():
+    inputs = keras.Input((6, 8))
+    model = keras.Model(inputs, keras.layers.MultiHeadAttention(2, 4, seed=1)(inputs, inputs))
+    expected = to_numpy(model(X))
+    converted = convert_attention(model)
+    # Compiled steps on JAX donate the model's weight buffers: a shared buffer would be deleted.
+    converted.compile("adam", loss="mse", jit_compile=quick_jit_compile())
+    converted.predict(X, verbose=0)
+    converted.fit(X, np.zeros_like(X), verbose=0)
+    assert_allclose(to_numpy(model(X)), expected, atol=0, rtol=0)
 
 
 def _bert_inputs():

@@ -246,7 +246,7 @@ class AdaViTFastPath(keras.Model):
     def _eager_heads(self, heads, head_on):
         """The `heads` and `head_mask` of `attention_branch` for the heads `(r, heads)` kept."""
         union = np.flatnonzero(head_on.any(axis=0))  # the heads any example keeps
-        bucket = min(c for c in self.head_capacities if c >= max(union.size, 1))
+        bucket = _smallest_holding(self.head_capacities, union.size)
         if bucket == self.model.num_heads:
             return {"head_mask": None if head_on.all() else heads}
         off = np.setdiff1d(np.arange(self.model.num_heads), union)[: bucket - union.size]
@@ -415,9 +415,9 @@ class AdaViTFastPath(keras.Model):
             `(batch,)` int64.
         """
         kept, heads = _kept_counts(decisions)
-        tokens = np.asarray(self.token_capacities)[np.searchsorted(self.token_capacities, kept)]
-        bucket = np.searchsorted(self.head_capacities, np.maximum(heads, 1))
-        return self._count_macs(tokens, np.asarray(self.head_capacities)[bucket], decisions)
+        tokens = _smallest_holding(self.token_capacities, kept)
+        heads = _smallest_holding(self.head_capacities, heads)
+        return self._count_macs(tokens, heads, decisions)
 
     def _count_macs(self, tokens, heads, decisions):
         """MACs of each example on `tokens` and `heads` `(batch, gated_blocks)` where on."""
@@ -661,6 +661,12 @@ def _off_outside(gate, real):
     """Decisions forced off for the padding examples."""
     real = ops.cast(real, gate.dtype)
     return gate * ops.reshape(real, (-1,) + (1,) * (len(gate.shape) - 1))
+
+
+def _smallest_holding(capacities, counts):
+    """The smallest of the ascending `capacities` that holds each count (at least 1)."""
+    capacities = np.asarray(capacities)
+    return capacities[np.searchsorted(capacities, np.maximum(counts, 1))]
 
 
 def _kept_counts(decisions):
