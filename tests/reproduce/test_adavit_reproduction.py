@@ -1,7 +1,6 @@
 import argparse
 import json
 
-import keras
 import numpy as np
 import pytest
 
@@ -10,19 +9,8 @@ from tools.docs_table_specs import TABLES
 from tools.docs_tables import Results
 
 
-@pytest.mark.backend_agnostic
-def test_torch_is_refused_before_any_work(tmp_path):
-    if keras.backend.backend() != "torch":
-        pytest.skip("Only torch lacks XLA inference.")
-    args = argparse.Namespace(
-        out=str(tmp_path), full=False, gammas=[0.3], seeds=None, former_behaviour=[]
-    )
-    with pytest.raises(ValueError, match="tensorflow or jax. Received: backend='torch'"):
-        adavit.run(args)
-    assert not any(tmp_path.iterdir())
-
-
 @pytest.mark.slow
+@pytest.mark.backend_agnostic  # `python -m pytest -m slow` runs it on one backend
 def test_reproduction_writes_consistent_results(tmp_path):
     assert available()["adavit"] is adavit
     args = argparse.Namespace(
