@@ -203,24 +203,29 @@ class AdaViTFastPath(keras.Model):
         largest kept count: their kept tokens, in order, are gathered from
         the batch (filled up with dropped tokens, which the mask hides and
         which keep their value), and written back after the residual
-        addition. The attention runs on the heads that any of them keeps,
-        padded to the smallest head bucket that holds them. A mask that
-        would keep everything (the tokens of a batch of one, the heads when
-        every head is kept) is left out, so the sub-layer runs as in the
-        full model.
+        addition; when the same examples run both sub-layers, they are
+        gathered and written back once for both. The attention runs on the
+        heads that any of them keeps, padded to the smallest head bucket
+        that holds them. A mask that would keep everything (the tokens of a
+        batch of one, the heads when every head is kept) is left out, so
+        the sub-layer runs as in the full model.
         """
         decided = {key: ops.convert_to_numpy(value) > 0.5 for key, value in gates.items()}
         batch = len(decided["patches"])
         tokens = np.concatenate([np.ones((batch, 1), bool), decided["patches"]], axis=1)  # (b, L)
-        for key in ("attention", "mlp"):
-            rows = np.flatnonzero(decided[key])
-            if rows.size:
-                heads = gates["heads"] if rows.size == batch else ops.take(gates["heads"], rows, 0)
-                x = self._eager_sub_layer(key, block, x, rows, tokens[rows], heads)
+        rows = {key: np.flatnonzero(decided[key]) for key in ("attention", "mlp")}
+        if np.array_equal(rows["attention"], rows["mlp"]):
+            runs = [(rows["attention"], ("attention", "mlp"))]
+        else:
+            runs = [(rows[key], (key,)) for key in ("attention", "mlp")]
+        for on, keys in runs:  # `on`: the examples that run the sub-layers `keys`
+            if on.size:
+                heads = gates["heads"] if on.size == batch else ops.take(gates["heads"], on, 0)
+                x = self._eager_sub_layers(keys, block, x, on, tokens[on], heads)
         return x
 
-    def _eager_sub_layer(self, key, block, x, rows, tokens, heads):
-        """Sub-layer `key` on the kept `tokens` `(r, L)` of the examples `rows`, into `x`."""
+    def _eager_sub_layers(self, keys, block, x, rows, tokens, heads):
+        """Sub-layers `keys`, in order, on the kept `tokens` `(r, L)` of the examples `rows`."""
         _, length, dim = x.shape
         capacity = int(tokens.sum(axis=1).max())
         slots = np.argsort(~tokens, axis=1, kind="stable")[:, :capacity]  # (r, c), kept first
@@ -230,17 +235,19 @@ class AdaViTFastPath(keras.Model):
         taken = ops.reshape(ops.take(flat, positions, axis=0), (len(rows), capacity, dim))
         mask = None if valid.all() else ops.convert_to_tensor(valid)  # (r, c)
         head_on = ops.convert_to_numpy(heads) > 0.5  # (r, heads)
-        if key == "attention":
-            update = block.attention_branch(
-                taken, mask=mask, drop_path=False, **self._eager_heads(heads, head_on)
-            )  # (r, c, dim)
-        else:
-            every_head = head_on.all() or not self.model.head_gates_mlp_input
-            channels = None if every_head else self.model.mlp_channel_mask(heads)  # (r, dim)
-            update = block.mlp_branch(taken, channels, drop_path=False)  # (r, c, dim)
-        if mask is not None:  # the fillers keep their value
-            update = ops.cast(mask, update.dtype)[..., None] * update  # (r, c, dim)
-        updated = ops.reshape(taken + update, (-1, dim))  # (r * c, dim)
+        for key in keys:
+            if key == "attention":
+                update = block.attention_branch(
+                    taken, mask=mask, drop_path=False, **self._eager_heads(heads, head_on)
+                )  # (r, c, dim)
+            else:
+                every_head = head_on.all() or not self.model.head_gates_mlp_input
+                channels = None if every_head else self.model.mlp_channel_mask(heads)  # (r, dim)
+                update = block.mlp_branch(taken, channels, drop_path=False)  # (r, c, dim)
+            if mask is not None:  # the fillers keep their value
+                update = ops.cast(mask, update.dtype)[..., None] * update  # (r, c, dim)
+            taken = taken + update  # (r, c, dim)
+        updated = ops.reshape(taken, (-1, dim))  # (r * c, dim)
         return ops.reshape(ops.scatter_update(flat, positions[:, None], updated), x.shape)
 
     def _eager_heads(self, heads, head_on):
