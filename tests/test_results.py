@@ -50,20 +50,34 @@ def test_committed_results_name_no_absolute_path():
         assert absolute == [], f"{path}: {command}"
 
 
-def test_write_benchmark_reads_meta_before_the_file_exists(tmp_path, monkeypatch, capsys):
+def test_write_benchmark_says_where_and_writes_meta_and_results(tmp_path, capsys):
     path = tmp_path / "nested" / "bench.json"
-    seen = []
-
-    def metadata(started_at, setting):
-        seen.append((path.exists(), setting))
-        return {"setting": setting}
-
-    monkeypatch.setattr(results_module, "run_metadata", metadata)
     written = results_module.write_benchmark(path, {"ratio": 1.5}, started_at=time.time())
-    assert written == path and seen == [(False, "benchmark")]
-    expected = {"meta": {"setting": "benchmark"}, "results": {"ratio": 1.5}}
-    assert json.loads(path.read_text()) == expected
+    data = json.loads(path.read_text())
+    assert written == path and data["results"] == {"ratio": 1.5}
+    assert data["meta"]["setting"] == "benchmark"
     assert f"wrote {path}" in capsys.readouterr().out
+
+
+def _git(root, *args):
+    command = ["git", "-c", "user.name=test", "-c", "user.email=test@example.com", *args]
+    return subprocess.run(command, cwd=root, check=True, capture_output=True, text=True)
+
+
+def test_the_commit_is_marked_changed_by_any_tracked_file_but_the_result_being_written(tmp_path):
+    (tmp_path / "results").mkdir()
+    result, code = tmp_path / "results" / "bench.json", tmp_path / "code.py"
+    result.write_text("{}")
+    code.write_text("x = 1\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-qm", "start")
+    head = _git(tmp_path, "rev-parse", "HEAD").stdout.strip()
+    result.write_text('{"ratio": 1.5}')  # an earlier case of the same run, written
+    assert results_module._git_commit(result, root=tmp_path) == head
+    assert results_module._git_commit(root=tmp_path) == f"{head}+changes"
+    code.write_text("x = 2\n")
+    assert results_module._git_commit(result, root=tmp_path) == f"{head}+changes"
 
 
 def small_figure(width):

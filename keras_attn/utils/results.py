@@ -31,7 +31,9 @@ def is_small_run() -> bool:
 
 
 def run_metadata(
-    started_at: float, setting: Literal["fast", "full", "benchmark"]
+    started_at: float,
+    setting: Literal["fast", "full", "benchmark"],
+    written: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Describes the run that produced a result, for its JSON file.
 
@@ -40,6 +42,9 @@ def run_metadata(
             measured from it to this call.
         setting: `"fast"` (a smoke test, not a paper's result), `"full"`
             (the documented full-size setting) or `"benchmark"`.
+        written: optional path of the result file the run writes, perhaps
+            for the second time: a change to it alone does not mark the
+            commit as changed.
 
     Returns:
         dict with the command line, the git commit (with `"+changes"` when
@@ -53,7 +58,7 @@ def run_metadata(
         )
     return {
         "command": _command_line(),
-        "commit": _git_commit(),
+        "commit": _git_commit(written),
         "wall_time_s": round(time.time() - started_at, 1),
         "load_average": [round(value, 2) for value in os.getloadavg()],
         "cpu_count": os.cpu_count(),
@@ -81,21 +86,25 @@ def _command_line():
     return " ".join([program.name, *sys.argv[1:]])
 
 
-def _git_commit():
-    root = pathlib.Path(__file__).resolve().parents[2]
+def _git_commit(written=None, root=None):
+    """HEAD's commit, with `"+changes"` when a tracked file other than `written` differs."""
+    root = pathlib.Path(root or pathlib.Path(__file__).resolve().parents[2])
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
         ).stdout.strip()
-        changed = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "-z"],
             cwd=root,
             capture_output=True,
             text=True,
             check=True,
-        ).stdout.strip()
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    own = pathlib.Path(written).resolve() if written else None
+    # Each entry: two status letters, a space, the path from the root.
+    changed = [e for e in status.split("\0") if e and (root / e[3:]).resolve() != own]
     return f"{commit}+changes" if changed else commit
 
 
@@ -288,8 +297,9 @@ def write_benchmark(
 ) -> pathlib.Path:
     """Writes a benchmark's `{"meta": ..., "results": results}` JSON to `path` and says where.
 
-    The `meta` block is read before the file is opened, so a result file
-    inside the repository does not mark its own commit as changed.
+    The `meta` block's check for changes leaves `path` out, so a result
+    file inside the repository, written once or after each case, does not
+    mark its own commit as changed.
 
     Args:
         path: the JSON file; its folder is created if missing.
@@ -306,7 +316,7 @@ def write_benchmark(
     ...                        started_at=time.time())  # doctest: +ELLIPSIS
     wrote .../demo.json
     """
-    meta = run_metadata(started_at, "benchmark")  # before the output file changes
+    meta = run_metadata(started_at, "benchmark", written=path)
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps({"meta": meta, "results": results}, indent=1) + "\n"
