@@ -112,7 +112,7 @@ def from_keras_attention(
     for name in ("query_dense", "key_dense", "value_dense", "output_dense"):
         pairs = zip(getattr(core, name).weights, getattr(layer, name).weights, strict=True)
         for target, source in pairs:
-            target.assign(keras.ops.convert_to_numpy(source))  # a copy: no buffer shared
+            assign_copy(target, source)
     return core
 
 
@@ -186,6 +186,16 @@ def convert_attention(model: keras.Model, **options: Any) -> keras.Model:
     for layer, copy in copies:
         copy.set_weights(layer.get_weights())
     return converted
+
+
+def assign_copy(variable: keras.Variable, value: keras.Variable) -> None:
+    """Assigns a copy of `value` to `variable`, so that the two share no buffer.
+
+    On JAX, assigning one variable to another shares its array, and a
+    compiled `predict`, `fit` or `evaluate` of the model holding either
+    donates it: the other model's weight is then deleted.
+    """
+    variable.assign(keras.ops.convert_to_numpy(value))
 
 
 def rebuilt_layer(layer: keras.Operation) -> keras.Operation:

@@ -13,7 +13,11 @@ the model computes, and the library's tools that take a ViT of
 import keras
 from keras import ops
 
-from keras_attn.interop.attention_conversion import from_keras_attention, rebuilt_layer
+from keras_attn.interop.attention_conversion import (
+    assign_copy,
+    from_keras_attention,
+    rebuilt_layer,
+)
 from keras_attn.interop.model_layers import is_graph_model
 from keras_attn.layers import ClassToken, PatchEmbedding, PositionEmbedding, TransformerBlock
 
@@ -124,7 +128,7 @@ def _embedded_patches(layer, images):
     x = positions(class_token(x))  # (batch, 1 + patches, dim)
     patches.projection.set_weights(layer.patch_embedding.get_weights())
     class_token.token.assign(ops.reshape(layer.class_token, (-1,)))  # (1, 1, dim) -> (dim,)
-    positions.embeddings.assign(ops.convert_to_numpy(layer.position_embedding.embeddings))
+    assign_copy(positions.embeddings, layer.position_embedding.embeddings)  # (1 + patches, dim)
     return x
 
 

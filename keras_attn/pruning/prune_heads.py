@@ -7,7 +7,11 @@ from collections.abc import Iterable, Mapping
 import keras
 from keras import ops
 
-from keras_attn.interop.attention_conversion import ConvertedAttentionBlock, rebuilt_layer
+from keras_attn.interop.attention_conversion import (
+    ConvertedAttentionBlock,
+    assign_copy,
+    rebuilt_layer,
+)
 from keras_attn.interop.model_layers import (
     ATTENTION_TYPES,
     find_layers,
@@ -252,7 +256,7 @@ def _copy_weights(original, pruned, kept):
     attention_weights = {id(weight) for layer in targets.values() for weight in layer.weights}
     for original_weight, pruned_weight in zip(original.weights, pruned.weights, strict=True):
         if id(pruned_weight) not in attention_weights:
-            pruned_weight.assign(ops.convert_to_numpy(original_weight))
+            assign_copy(pruned_weight, original_weight)
     for inside, target in targets.items():
         source = sources[inside]
         _copy_kept_heads(source, target, kept.get(inside, list(range(source.num_heads))))
