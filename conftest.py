@@ -21,6 +21,28 @@ os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 
 
 @pytest.fixture
+def eager_tensorflow_steps():
+    """Runs Keras's traced steps eagerly on the TensorFlow backend, for the test's length.
+
+    For a test of a few training steps whose subject is their arithmetic, not
+    the graph: tracing a `tf.function` costs seconds, several times the steps
+    themselves. JAX and torch are left as they are.
+    """
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        yield
+        return
+    import tensorflow as tf
+
+    tf.config.run_functions_eagerly(True)
+    try:
+        yield
+    finally:
+        tf.config.run_functions_eagerly(False)
+
+
+@pytest.fixture
 def keras_hub_backbone():
     """Builds a tiny KerasHub backbone from its constructor, with random weights.
 

@@ -69,6 +69,7 @@ def test_backbone_is_written_out_as_keras_attn_layers_with_its_outputs(keras_hub
         assert_allclose(after, before.pop(0), atol=0, rtol=0, err_msg=layer.path)  # unchanged
 
 
+@pytest.mark.usefixtures("eager_tensorflow_steps")
 def test_classifier_converts_trains_saves_and_reloads(keras_hub_backbone, tmp_path):
     classifier = _classifier(keras_hub_backbone, intermediate_dim=4, dropout=0.2)
     expected = to_numpy(classifier(IMAGES))

@@ -97,6 +97,7 @@ def _backbone_weights(model):
     return [_numpy(v) for v in model.backbone.weights]
 
 
+@pytest.mark.usefixtures("eager_tensorflow_steps")
 def test_gate_learning_rate_scale_multiplies_the_gates_first_update():
     start = _finetune(0)  # the initial weights: same seed, no step
     plain = _finetune(1)  # the default Adam at the learning rate 0.01

@@ -56,6 +56,7 @@ def test_sasrec_ignores_padded_positions_and_bsarec_mixes_them():
         assert np.allclose(before, after, atol=1e-5) == ignores_padding
 
 
+@pytest.mark.usefixtures("eager_tensorflow_steps")
 def test_save_load_and_training(tmp_path):
     for model in _models():
         path = str(tmp_path / f"{model.name}.keras")

@@ -135,7 +135,7 @@ def finetune_adavit(
 
     >>> x, y = np.zeros((4, 8, 8), "float32"), np.zeros(4, "int32")
     >>> vit = build_vision_transformer((8, 8), 10, hidden_dim=8, num_layers=2, num_heads=2)
-    >>> model = finetune_adavit(vit, x, y, 0.5, epochs=1, batch_size=2,
+    >>> model = finetune_adavit(vit, x, y, 0.5, epochs=1, batch_size=2, jit_compile=False,
     ...                         gate_learning_rate_scale=10.0, distillation_weight=0.5)
     >>> int(model.optimizer.iterations), model.loss  # 1 epoch of 2 batches
     (2, 'sparse_categorical_crossentropy')
