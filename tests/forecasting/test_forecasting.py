@@ -99,6 +99,7 @@ def test_autoregressive_forecast_feeds_the_mean_back():
     np.testing.assert_allclose(both[0], mean[0], rtol=1e-6)
 
 
+@pytest.mark.usefixtures("eager_tensorflow_steps")
 def test_train_forecaster_reads_only_the_training_part():
     stamps = np.arange(400).astype("datetime64[h]")
     values = 1.0 + np.sin(np.arange(400) * 2 * np.pi / 24)

@@ -62,6 +62,7 @@ def test_bad_arguments():
         build_bit_string_classifier(positions="sinusoidal")
 
 
+@pytest.mark.usefixtures("eager_tensorflow_steps")
 def test_learned_scale_positions_are_trained_and_reload(tmp_path):
     keras.utils.set_random_seed(0)
     model = build_bit_string_classifier("parity", num_heads=2, positions="learned_scale")

@@ -134,6 +134,7 @@ def _fit(model, jit_compile, epochs):
     return inputs, targets, history.history
 
 
+@pytest.mark.usefixtures("eager_tensorflow_steps")
 def test_forecaster_trains_and_round_trips(tmp_path):
     model = _model(num_layers=1)
     inputs, targets, history = _fit(model, jit_compile=False, epochs=3)

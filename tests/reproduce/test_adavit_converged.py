@@ -93,6 +93,7 @@ def test_training_stops_on_a_plateau_of_the_epochs_at_target_and_keeps_the_best(
     assert adavit_converged.accuracy(model, *data["validation"]) == record["best_accuracy"]
 
 
+@pytest.mark.usefixtures("eager_tensorflow_steps")
 def test_the_backbone_is_trained_once_and_reused_and_another_config_is_refused(tmp_path):
     data = _data()
     config = {

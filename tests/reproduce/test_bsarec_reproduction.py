@@ -91,6 +91,7 @@ def test_a_state_folder_of_another_training_version_is_refused(tmp_path):
 
 
 @pytest.mark.backend_agnostic
+@pytest.mark.usefixtures("eager_tensorflow_steps")
 def test_a_run_trains_and_records_its_devices_on_every_backend(tmp_path):
     # JAX runs eagerly op by op without XLA: compile there, as a user would.
     jax = keras.backend.backend() == "jax"
