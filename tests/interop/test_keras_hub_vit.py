@@ -77,7 +77,7 @@ def test_classifier_converts_trains_saves_and_reloads(keras_hub_backbone, tmp_pa
     assert not any(isinstance(layer, keras.Model) for layer in converted.layers)  # one graph
     assert_allclose(to_numpy(converted(IMAGES)), expected, atol=1e-5, rtol=0)
     assert_allclose(converted.predict(IMAGES, verbose=0), expected, atol=1e-5, rtol=0)
-    converted.compile("adam", "sparse_categorical_crossentropy", jit_compile=False)
+    converted.compile("adam", "sparse_categorical_crossentropy", jit_compile=quick_jit_compile())
     converted.fit(IMAGES, np.arange(6) % 3, epochs=2, batch_size=3, verbose=0)
     assert_allclose(to_numpy(classifier(IMAGES)), expected, atol=0, rtol=0)  # no weight shared
     path = tmp_path / "converted.keras"
