@@ -11,7 +11,6 @@ on the same fine-tuned model.
 
 import time
 
-import keras
 import numpy as np
 
 from keras_attn.datasets import load_fashion_mnist
@@ -19,7 +18,7 @@ from keras_attn.models import finetune_adavit, finetune_vit, pretrain_vit
 from keras_attn.models.adavit import FORMER_BEHAVIOUR, inference_function
 from keras_attn.reproduce._run import choose_setting, finish, mean_and_std
 from keras_attn.utils import batch_latency_ms
-from keras_attn.utils.training import top1_accuracy
+from keras_attn.utils.training import default_jit_compile, top1_accuracy
 from keras_attn.utils.validation import float_option, int_option
 
 NAME = "adavit"
@@ -126,8 +125,7 @@ def run_seed(seed, gammas, setting, data, examples, options):
     (x_train, y_train), (x_test, y_test) = data
     epochs = setting["finetune_epochs"]
     sizes = {**MODEL, "num_layers": setting["num_layers"]}
-    # On torch, `jit_compile=True` would mean minutes of `torch.compile`.
-    jit_compile = keras.backend.backend() != "torch"
+    jit_compile = default_jit_compile()
     vit = pretrain_vit(
         x_train,
         y_train,

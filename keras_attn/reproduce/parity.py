@@ -32,7 +32,7 @@ import numpy as np
 from keras_attn.datasets.bit_strings import make_bit_strings
 from keras_attn.models.bit_string_classifier import bit_string_logits, build_bit_string_classifier
 from keras_attn.reproduce._run import add_seeds_argument, choose_setting, finish, run_in_workers
-from keras_attn.utils.training import build_optimizer
+from keras_attn.utils.training import build_optimizer, default_jit_compile
 from keras_attn.utils.validation import float_option, int_option
 
 NAME = "parity"
@@ -196,7 +196,7 @@ def train_and_test(task, train_length, logit_scale, setting):
     model.compile(
         keras.optimizers.Adam(setting["learning_rate"]),
         keras.losses.BinaryCrossentropy(from_logits=True),
-        jit_compile=not on_torch,
+        jit_compile=default_jit_compile(),
         steps_per_execution=1 if on_torch else min(50, setting["steps"]),
     )
     build_optimizer(model)

@@ -27,7 +27,7 @@ import numpy as np
 from keras import ops
 
 from keras_attn.kernels import runtime
-from keras_attn.utils.training import build_optimizer
+from keras_attn.utils.training import build_optimizer, default_jit_compile
 
 NEEDS_FOLDER = ("keras_save_load", "saved_model", "fresh_process_reload")
 # Normwise relative error `|mixed - full| / |full|` allowed per output: a few
@@ -319,7 +319,7 @@ class LayerChecks:
         On TensorFlow the whole training step, gradients included, is also
         lowered to XLA HLO, which fails on any op XLA cannot compile.
         """
-        jit_compile = keras.backend.backend() != "torch"
+        jit_compile = default_jit_compile()
         model = self._first_output_model()
         data = self._model_args(self.make_inputs())
         target = np.zeros(self.expected_output_shape, "float32")

@@ -52,6 +52,24 @@ def warmup_cosine_adamw(steps):
     return keras.optimizers.AdamW(schedule, weight_decay=WARMUP_COSINE_ADAMW["weight_decay"])
 
 
+def default_jit_compile() -> bool:
+    """`jit_compile` for a run that trains or predicts with XLA where the backend has it.
+
+    `True` on TensorFlow and JAX; `False` on torch, where `jit_compile=True`
+    means `torch.compile`, which takes minutes.
+
+    Returns:
+        bool, for `Model.compile(jit_compile=...)` or a training helper's
+        `jit_compile` argument.
+
+    Example:
+
+    >>> default_jit_compile() == (keras.backend.backend() != "torch")
+    True
+    """
+    return keras.backend.backend() != "torch"
+
+
 def compile_classifier(model, steps, jit_compile=True, run_eagerly=False):
     """Compiles a classifier of integer labels with `warmup_cosine_adamw(steps)`.
 
