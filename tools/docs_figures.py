@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from keras_attn.reproduce import adavit  # noqa: E402
+from keras_attn.reproduce import adavit, adavit_converged  # noqa: E402
 from tools.benchmark_scripts import load_benchmark  # noqa: E402
 
 # An SVG file depends on its drawing alone: no date, fixed element ids.
@@ -39,13 +39,22 @@ def adavit_tradeoff(results):
     return figure
 
 
+def adavit_converged_tradeoff(results):
+    """AdaViT from a converged ViT: accuracy against MACs, against latency, and beside the paper."""
+    return adavit_converged.plot(results("adavit-converged"))
+
+
 def attention_speed(results):
     """Training-step time of LogSparse and dense causal attention against length, per backend."""
     benchmark = load_benchmark("attention_speed")
     return benchmark.figure(results("benchmarks/attention_speed")["results"])
 
 
-FIGURES = {"adavit-tradeoff": adavit_tradeoff, "attention-speed": attention_speed}
+FIGURES = {
+    "adavit-tradeoff": adavit_tradeoff,
+    "adavit-converged": adavit_converged_tradeoff,
+    "attention-speed": attention_speed,
+}
 
 
 def svg(name, results):

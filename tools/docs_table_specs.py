@@ -577,6 +577,86 @@ def adavit_ablation(results):
     return markdown_table(header, rows)
 
 
+# The converged AdaViT run's models per γ, in table order: (summary key, label).
+ADAVIT_CONVERGED_MODELS = (
+    ("learned", "learned policy"),
+    ("random", "random, same mean usage"),
+    ("random_like", "random, learned rate per block"),
+    ("learned_tempered", "learned policy, tempered inference"),
+    ("random_tempered", "random, tempered mean usage"),
+    ("random_like_tempered", "random, tempered rate per block"),
+    ("dense", "dense ViT of equal MACs"),
+)
+# The paper's ImageNet points (PAPERS.md): name, GFLOPs of the backbone and of
+# AdaViT, top-1 of the backbone and of AdaViT.
+ADAVIT_CONVERGED_COMMAND = (
+    "keras-attn reproduce adavit-converged --full --workers 2 --out runs/adavit-converged "
+    "--state run-state/adavit-converged --backbone run-state/adavit-converged-backbone"
+)
+ADAVIT_PAPER = (("Ada-T2T-ViT-19", 8.5, 3.9, 81.9, 81.1), ("Ada-DeiT-S", 4.6, 2.3, 79.9, 77.3))
+
+
+def _points(difference):
+    """`mean ± std` points of a paired difference in accuracy, with its per-seed signs."""
+    wins = sum(value > 0 for value in difference["per_seed"])
+    return f"{_mean_std(difference, 100, 2, '+')} ({wins}/{len(difference['per_seed'])} seeds > 0)"
+
+
+@_result_table
+def adavit_converged(data):
+    """Per γ and model: test accuracy, change against the backbone, MACs and fast-path latency."""
+    summary = data["summary"]
+    full = summary["full"]
+    batches = data["latency"]["batches"]
+    header = ["γ", "model", "test accuracy", "vs backbone (points)", "MMACs / image"]
+    header += ["fewer MACs", *(f"ms / batch of {batch}" for batch in batches)]
+    header += ["usage (patch / head / attention / MLP)"]
+
+    def row(gamma, label, entry):
+        change = 100 * (entry["accuracy"]["mean"] - full["accuracy"]["mean"])
+        latency = [_mean_std(entry["latency_ms"][str(batch)], digits=2) for batch in batches]
+        usage = _usage(entry["usage"]) if "usage" in entry else "—"
+        ratio = full["macs"]["mean"] / entry["macs"]["mean"]
+        macs = _mean_std(entry["macs"], 1e-6, 3)
+        return [gamma, label, _mean_std(entry["accuracy"]), f"{change:+.2f}", macs] + [
+            f"{ratio:.1f}×",
+            *latency,
+            usage,
+        ]
+
+    rows = [row("—", "backbone (full ViT)", full)]
+    rows[0][2] = f"{full['accuracy']['mean']:.4f}"  # one backbone, no spread
+    for entry in summary["adavit"]:
+        rows += [row(entry["gamma"], label, entry[key]) for key, label in ADAVIT_CONVERGED_MODELS]
+    return markdown_table(header, rows)
+
+
+@_result_table
+def adavit_converged_claims(data):
+    """Per γ, the paired differences that the paper's claims rest on, beside the paper's."""
+    full = data["summary"]["full"]
+    header = ["model", "fewer MACs", "vs backbone (points)", "learned − random (points)"]
+    header += ["learned − random, rate per block", "learned − dense ViT of equal MACs"]
+    rows = [
+        [f"paper: {name}", f"{before / after:.1f}×", f"{top1 - top1_before:+.1f}", "—", "—", "—"]
+        for name, before, after, top1_before, top1 in ADAVIT_PAPER
+    ]
+    for entry in data["summary"]["adavit"]:
+        for learned, label in (("learned", "official"), ("learned_tempered", "tempered")):
+            ratio = full["macs"]["mean"] / entry[learned]["macs"]["mean"]
+            rows.append(
+                [
+                    f"ours: γ={entry['gamma']}, {label} inference",
+                    f"{ratio:.1f}×",
+                    _mean_std(entry[f"{learned}_minus_full"], 100, 2, "+"),
+                    _points(entry[f"{learned}_minus_random"]),
+                    _points(entry[f"{learned}_minus_random_like"]),
+                    _points(entry[f"{learned}_minus_dense"]),
+                ]
+            )
+    return markdown_table(header, rows)
+
+
 TOPIC_CONFIGURATIONS = {"joint": "joint (all trained)", "official": "official (frozen)"}
 
 
@@ -1304,6 +1384,12 @@ TABLES = {
         adavit("adavit-full"),
     ),
     "adavit-full-paired": adavit_paired("adavit-full"),
+    "adavit-converged": pending_until(
+        "adavit-converged", ADAVIT_CONVERGED_COMMAND, adavit_converged("adavit-converged")
+    ),
+    "adavit-converged-claims": pending_until(
+        "adavit-converged", ADAVIT_CONVERGED_COMMAND, adavit_converged_claims("adavit-converged")
+    ),
     "adavit-ablation": adavit_ablation,
     "adavit-benchmark": pending_until(
         "benchmarks/adavit", "python benchmarks/adavit.py", adavit_benchmark

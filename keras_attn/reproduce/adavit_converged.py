@@ -138,6 +138,10 @@ RESULT_KEYS = {
     "adavit": ("training", "learned", "random", "tempered"),
     "dense": ("training", "sizes", "target_macs", "dense"),
 }
+# The models of the figure's panel beside the paper (the random ones fall far below).
+RELATIVE_MODELS = ("learned", "learned_tempered", "dense")
+# The target: accuracy within this many points of the full backbone.
+TARGET_POINTS = 1.5
 # Paper points (ImageNet): (name, MACs of the AdaViT / of its backbone, top-1 change in points).
 PAPER_POINTS = (("Ada-T2T-ViT-19", 3.9 / 8.5, 81.1 - 81.9), ("Ada-DeiT-S", 2.3 / 4.6, 77.3 - 79.9))
 
@@ -843,7 +847,9 @@ def plot(results):
     for axis, batch in zip(timed, LATENCY_BATCHES, strict=True):
         _plot_models(axis, summary, lambda point, b=str(batch): point["latency_ms"][b]["mean"])
         axis.set(xlabel=f"fast-path ms per batch of {batch}")
-    for key, style, label in STYLES:
+    for index, (key, style, label) in enumerate(STYLES):
+        if key not in RELATIVE_MODELS:
+            continue
         points = [entry[key] for entry in summary["adavit"]]
         macs = np.array([p["macs"]["mean"] for p in points])
         accuracies = np.array([p["accuracy"]["mean"] for p in points])
@@ -853,27 +859,48 @@ def plot(results):
             100 * (accuracies - full_accuracy),
             yerr=errors,
             fmt=style,
+            color=f"C{index}",
             label=f"ours: {label}",
         )
     for name, ratio, change in PAPER_POINTS:
         relative.plot(ratio, change, "rD")
-        relative.annotate(f"paper: {name}", (ratio, change), fontsize=8)
+        relative.annotate(
+            f"paper: {name}", (ratio, change), (-6, 4), textcoords="offset points", ha="right"
+        )
     relative.axhline(0, color="k", linewidth=0.5)
-    relative.set(xlabel="MACs / full model's", ylabel="accuracy − full model's (points)")
-    relative.legend(fontsize=8)
+    relative.axhline(-TARGET_POINTS, color="k", linewidth=0.5, linestyle="--")
+    relative.set(
+        xlabel="MACs / full model's",
+        ylabel="accuracy − full model's (points)",
+        ylim=_relative_limits(summary, full_accuracy),
+        title="beside the paper (random policies: far below, see the table)",
+    )
+    relative.legend(fontsize=8, loc="lower left")
     seeds = results["setting"]["seeds"]
     figure.suptitle(f"AdaViT from a converged ViT on Fashion-MNIST, mean ± std over {seeds} seeds")
     figure.tight_layout()
     return figure
 
 
+def _relative_limits(summary, full_accuracy):
+    """The change axis' range: the learned policies, the dense ViTs and the paper's points."""
+    changes = [change for _, _, change in PAPER_POINTS]
+    for entry in summary["adavit"]:
+        for key in RELATIVE_MODELS:
+            accuracy = entry[key]["accuracy"]
+            changes.append(100 * (accuracy["mean"] - accuracy["std"] - full_accuracy))
+            changes.append(100 * (accuracy["mean"] + accuracy["std"] - full_accuracy))
+    return min(changes + [-TARGET_POINTS]) - 1.0, max(changes + [0.0]) + 1.0
+
+
 def _plot_models(axis, summary, x_of):
     """Test accuracy against `x_of(point)` for every model of `STYLES` and the full ViT."""
-    for key, style, label in STYLES:
+    for index, (key, style, label) in enumerate(STYLES):
         points = [entry[key] for entry in summary["adavit"]]
         accuracies = [p["accuracy"]["mean"] for p in points]
         errors = [p["accuracy"]["std"] for p in points]
-        axis.errorbar([x_of(p) for p in points], accuracies, yerr=errors, fmt=style, label=label)
+        x = [x_of(p) for p in points]
+        axis.errorbar(x, accuracies, yerr=errors, fmt=style, color=f"C{index}", label=label)
     for entry in summary["adavit"]:
         point = entry["learned"]
         axis.annotate(f"γ={entry['gamma']}", (x_of(point), point["accuracy"]["mean"]), fontsize=8)
