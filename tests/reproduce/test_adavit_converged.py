@@ -8,6 +8,8 @@ import pytest
 from keras_attn.models import build_vision_transformer, count_macs
 from keras_attn.models.adavit.training import compiled_for_finetuning
 from keras_attn.reproduce import adavit_converged
+from tools.docs_table_specs import TABLES
+from tools.docs_tables import Results
 
 CONFIG = {"train": 16, "validation": 8, "test": 8, "num_layers": 1}
 
@@ -161,3 +163,11 @@ def test_a_small_run_times_every_model_once_and_plots_latency(tmp_path):
     # Run again: the runs and the latency are read back, nothing is timed again.
     again = adavit_converged.run(args)
     assert again["results"]["summary"] == results["summary"]
+    # The docs tables read this format: the backbone and seven models per γ; the
+    # paper's two points and the two inference rules per γ.
+    (tmp_path / "adavit-converged.json").write_text(outcome["paths"]["json"].read_text())
+    rows = TABLES["adavit-converged"](Results(tmp_path)).splitlines()[2:]
+    assert len(rows) == 1 + 7 and rows[1].startswith("| 0.5 | learned policy |")
+    rows = TABLES["adavit-converged-claims"](Results(tmp_path)).splitlines()[2:]
+    assert len(rows) == 2 + 2 and rows[2].startswith("| ours: γ=0.5, official inference |")
+    assert "(1/1 seeds > 0)" in rows[2] or "(0/1 seeds > 0)" in rows[2]
