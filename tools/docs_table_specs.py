@@ -11,6 +11,7 @@ import pathlib
 import statistics
 
 from keras_attn.reproduce import REPRODUCTIONS
+from keras_attn.reproduce import adavit_converged as adavit_converged_run
 from keras_attn.utils.validation import renamed_config
 from tools.docs_tables import ROOT, markdown_table
 
@@ -587,13 +588,10 @@ ADAVIT_CONVERGED_MODELS = (
     ("random_like_tempered", "random, tempered rate per block"),
     ("dense", "dense ViT of equal MACs"),
 )
-# The paper's ImageNet points (PAPERS.md): name, GFLOPs of the backbone and of
-# AdaViT, top-1 of the backbone and of AdaViT.
 ADAVIT_CONVERGED_COMMAND = (
     "keras-attn reproduce adavit-converged --full --workers 2 --out runs/adavit-converged "
     "--state run-state/adavit-converged --backbone run-state/adavit-converged-backbone"
 )
-ADAVIT_PAPER = (("Ada-T2T-ViT-19", 8.5, 3.9, 81.9, 81.1), ("Ada-DeiT-S", 4.6, 2.3, 79.9, 77.3))
 
 
 def _points(difference):
@@ -618,11 +616,8 @@ def adavit_converged(data):
         usage = _usage(entry["usage"]) if "usage" in entry else "—"
         ratio = full["macs"]["mean"] / entry["macs"]["mean"]
         macs = _mean_std(entry["macs"], 1e-6, 3)
-        return [gamma, label, _mean_std(entry["accuracy"]), f"{change:+.2f}", macs] + [
-            f"{ratio:.1f}×",
-            *latency,
-            usage,
-        ]
+        accuracy = _mean_std(entry["accuracy"])
+        return [gamma, label, accuracy, f"{change:+.2f}", macs, f"{ratio:.1f}×", *latency, usage]
 
     rows = [row("—", "backbone (full ViT)", full)]
     rows[0][2] = f"{full['accuracy']['mean']:.4f}"  # one backbone, no spread
@@ -638,8 +633,8 @@ def adavit_converged_claims(data):
     header = ["model", "fewer MACs", "vs backbone (points)", "learned − random (points)"]
     header += ["learned − random, rate per block", "learned − dense ViT of equal MACs"]
     rows = [
-        [f"paper: {name}", f"{before / after:.1f}×", f"{top1 - top1_before:+.1f}", "—", "—", "—"]
-        for name, before, after, top1_before, top1 in ADAVIT_PAPER
+        [f"paper: {name}", f"{1 / mac_ratio:.1f}×", f"{change:+.1f}", "—", "—", "—"]
+        for name, mac_ratio, change in adavit_converged_run.PAPER_POINTS
     ]
     for entry in data["summary"]["adavit"]:
         for learned, label in (("learned", "official"), ("learned_tempered", "tempered")):
